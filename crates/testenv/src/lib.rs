@@ -1,0 +1,19 @@
+//! Flotilla's local Kubernetes control plane and the test support built on it.
+//!
+//! The plane is upstream kube-apiserver, kube-controller-manager, kube-scheduler and etcd,
+//! built from pinned Go modules (`upstream/versions.env`, `upstream/build.sh`) into a cache
+//! outside the repository, plus kwok simulating three nodes in three zones. Everything binds
+//! 127.0.0.1 and pods get 127.1.x.y addresses. See `docs/testenv.md`.
+
+pub mod pki;
+pub mod plane;
+pub mod process;
+mod support;
+pub mod versions;
+
+pub use plane::{Up, down, kubeconfig_path, status, up};
+pub use support::{
+    RequestCounts, TestNamespace, client, counting_client, ensure_plane, eventually, install_crd, list_labelled,
+    verb_of, wait_deleted, wait_for,
+};
+pub use versions::Versions;

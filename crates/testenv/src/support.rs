@@ -1,0 +1,265 @@
+//! Test support on the shared local plane: a client, a fresh namespace per test, CRD
+//! installation from Rust types, request counting, and waits with deadlines (never fixed sleeps).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::plane;
+
+static UP: OnceLock<Result<(), String>> = OnceLock::new();
+
+/// Makes sure the shared plane runs (once per process; safe when several test binaries start
+/// at once) and points `KUBECONFIG`-less callers at it.
+pub fn ensure_plane() {
+    let r = UP.get_or_init(|| match plane::up() {
+        Ok(up) => {
+            if !up.reused {
+                eprintln!("testenv: started the local control plane in {:.1?}", up.took);
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!("{e:#}")),
+    });
+    if let Err(e) = r {
+        panic!("the local control plane is not available: {e}");
+    }
+}
+
+/// An admin client for the shared local control plane, starting the plane if needed.
+pub async fn client() -> Client {
+    ensure_plane();
+    plane::admin_client().await.expect("admin client for the local plane")
+}
+
+/// Requests seen by a [`counting_client`], by verb.
+#[derive(Clone, Default, Debug)]
+pub struct RequestCounts(Arc<Mutex<BTreeMap<String, u64>>>);
+
+impl RequestCounts {
+    fn record(&self, verb: &str) {
+        *self.0.lock().expect("counts lock").entry(verb.to_string()).or_default() += 1;
+    }
+    /// Counts by verb: get, list, watch, create, update, patch, delete, deletecollection.
+    pub fn by_verb(&self) -> BTreeMap<String, u64> {
+        self.0.lock().expect("counts lock").clone()
+    }
+    /// Requests that change something: create, update, patch, delete, deletecollection.
+    pub fn writes(&self) -> u64 {
+        self.by_verb().iter().filter(|(v, _)| !matches!(v.as_str(), "get" | "list" | "watch")).map(|(_, n)| n).sum()
+    }
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.by_verb().values().sum()
+    }
+    /// Forgets everything counted so far.
+    pub fn reset(&self) {
+        self.0.lock().expect("counts lock").clear();
+    }
+}
+
+/// The Kubernetes verb of a request, as the apiserver's audit log would name it.
+pub fn verb_of(method: &http::Method, uri: &http::Uri) -> &'static str {
+    let query = uri.query().unwrap_or_default();
+    let is_watch = query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1");
+    match *method {
+        http::Method::GET if is_watch => "watch",
+        http::Method::GET if is_collection(uri.path()) => "list",
+        http::Method::GET => "get",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE if is_collection(uri.path()) => "deletecollection",
+        http::Method::DELETE => "delete",
+        _ => "other",
+    }
+}
+
+// /api/v1/namespaces/x/pods is a collection; /api/v1/namespaces/x/pods/p is not; so is /api/v1/pods.
+fn is_collection(path: &str) -> bool {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segs.first() {
+        Some(&"api") => &segs[2.min(segs.len())..],
+        Some(&"apis") => &segs[3.min(segs.len())..],
+        _ => return false,
+    };
+    let rest = match rest {
+        ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
+        other => other,
+    };
+    rest.len() == 1
+}
+
+/// An admin client whose requests are counted by verb.
+pub async fn counting_client() -> (Client, RequestCounts) {
+    ensure_plane();
+    let counts = RequestCounts::default();
+    let kc = kube::config::Kubeconfig::read_from(plane::kubeconfig_path()).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("config");
+    let c = counts.clone();
+    let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+        c.record(verb_of(req.method(), req.uri()));
+        req
+    });
+    let client = kube::client::ClientBuilder::try_from(cfg).expect("client builder").with_layer(&layer).build();
+    (client, counts)
+}
+
+/// A fresh namespace for one test, deleted (in the background) when dropped.
+/// Set `FLOTILLA_KEEP_NAMESPACES=1` to keep them for debugging.
+pub struct TestNamespace {
+    /// The namespace's name.
+    pub name: String,
+}
+
+impl TestNamespace {
+    /// Creates `<prefix>-<random>` labelled `flotilla.dev/test=true`.
+    pub async fn new(client: &Client, prefix: &str) -> Self {
+        let name = format!("{}-{}", prefix.trim_end_matches('-'), short_random());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"flotilla.dev/test": "true"}}
+        }))
+        .expect("namespace");
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create test namespace");
+        Self { name }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if std::env::var_os("FLOTILLA_KEEP_NAMESPACES").is_some() {
+            return;
+        }
+        // Fire and forget through kubectl so the deletion outlives the test process.
+        if let Some(state) = plane::read_state() {
+            let _ = std::process::Command::new(state.bin_dir.join("kubectl"))
+                .args(["--kubeconfig", &plane::kubeconfig_path().display().to_string()])
+                .args(["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+        }
+    }
+}
+
+fn short_random() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.write_u32(std::process::id());
+    format!("{:08x}", h.finish() as u32)
+}
+
+/// Installs (server-side applies) a CRD and waits until it is Established.
+pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.metadata.name.clone().ok_or_else(|| anyhow::anyhow!("CRD without a name"))?;
+    api.patch(&name, &PatchParams::apply("flotilla-testenv").force(), &Patch::Apply(&crd)).await?;
+    tokio::time::timeout(Duration::from_secs(30), await_condition(api, &name, conditions::is_crd_established()))
+        .await
+        .map_err(|_| anyhow::anyhow!("CRD {name} not Established within 30s"))??;
+    Ok(())
+}
+
+/// Waits (by watching) until `cond` holds for the named object, or fails after `timeout`.
+pub async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    timeout: Duration,
+    cond: impl Fn(&K) -> bool,
+) -> anyhow::Result<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let watch = await_condition(api.clone(), name, move |o: Option<&K>| o.is_some_and(&cond));
+    match tokio::time::timeout(timeout, watch).await {
+        Ok(r) => r?.ok_or_else(|| anyhow::anyhow!("{name} vanished")),
+        Err(_) => {
+            let last = api.get_opt(name).await.ok().flatten();
+            anyhow::bail!("timed out after {timeout:?} waiting on {name}; last seen: {last:#?}")
+        }
+    }
+}
+
+/// Waits (by watching) until the named object is gone.
+pub async fn wait_deleted<K>(api: &Api<K>, name: &str, timeout: Duration) -> anyhow::Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let watch = await_condition(api.clone(), name, |o: Option<&K>| o.is_none());
+    tokio::time::timeout(timeout, watch)
+        .await
+        .map_err(|_| anyhow::anyhow!("timed out after {timeout:?} waiting for {name} to be deleted"))??;
+    Ok(())
+}
+
+/// Polls `probe` (backing off up to 500 ms) until it yields `Some`, failing after `timeout`
+/// with `what` in the message. For conditions no single watch can express.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut delay = Duration::from_millis(25);
+    loop {
+        if let Some(v) = probe().await {
+            return Ok(v);
+        }
+        if Instant::now() >= deadline {
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(delay).await; // the wait between polls of a condition with a deadline
+        delay = (delay * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// Lists objects matching a label selector.
+pub async fn list_labelled<K>(api: &Api<K>, selector: &str) -> anyhow::Result<Vec<K>>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api.list(&kube::api::ListParams::default().labels(selector)).await?.items)
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbs_are_classified_like_the_apiserver_does() {
+        let v = |m: &str, u: &str| verb_of(&m.parse().unwrap(), &u.parse().unwrap());
+        assert_eq!(v("GET", "/api/v1/namespaces/a/pods"), "list");
+        assert_eq!(v("GET", "/api/v1/pods"), "list");
+        assert_eq!(v("GET", "/api/v1/namespaces/a/pods?watch=true&resourceVersion=1"), "watch");
+        assert_eq!(v("GET", "/api/v1/namespaces/a/pods/p"), "get");
+        assert_eq!(v("GET", "/api/v1/namespaces"), "list");
+        assert_eq!(v("GET", "/api/v1/namespaces/a"), "get");
+        assert_eq!(v("GET", "/apis/apps/v1/namespaces/a/deployments/d"), "get");
+        assert_eq!(v("PATCH", "/apis/x.io/v1/namespaces/a/things/t/status"), "patch");
+        assert_eq!(v("DELETE", "/api/v1/namespaces/a/pods"), "deletecollection");
+        assert_eq!(v("POST", "/api/v1/namespaces/a/pods"), "create");
+    }
+
+    #[test]
+    fn counts_separate_reads_from_writes() {
+        let c = RequestCounts::default();
+        for v in ["get", "list", "watch", "patch", "create", "get"] {
+            c.record(v);
+        }
+        assert_eq!(c.writes(), 2);
+        assert_eq!(c.total(), 6);
+        assert_eq!(c.by_verb()["get"], 2);
+        c.reset();
+        assert_eq!(c.total(), 0);
+    }
+}
