@@ -1,0 +1,40 @@
+//! What every reconcile of the redroid operator gets: the client, operator settings, an Event
+//! recorder and the per-object error back-off.
+
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::names;
+
+/// Operator settings that shape what the controllers build.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Default kmsg-tools image (`RELATED_IMAGE_KMSG_TOOLS`), used when an instance sets none.
+    pub kmsg_tools_image: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { kmsg_tools_image: names::DEFAULT_KMSG_TOOLS_IMAGE.into() }
+    }
+}
+
+/// Shared by both controllers.
+pub struct Context {
+    /// Kubernetes client (the operator's own ServiceAccount in a cluster).
+    pub client: Client,
+    /// Operator settings.
+    pub settings: Settings,
+    /// Publishes Events as `redroid-operator`.
+    pub recorder: Recorder,
+    /// Per-object exponential back-off for failed reconciles.
+    pub backoff: kit::reconcile::Backoff,
+}
+
+impl Context {
+    /// A context for `client` with `settings`.
+    pub fn new(client: Client, settings: Settings) -> Self {
+        let reporter = Reporter { controller: names::FIELD_MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
+        Self { recorder: Recorder::new(client.clone(), reporter), client, settings, backoff: Default::default() }
+    }
+}

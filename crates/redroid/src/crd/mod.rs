@@ -1,0 +1,16 @@
+//! API types only (no client, no IO): `redroid.isning.moe/v1alpha1` RedroidInstance and
+//! RedroidTask.
+
+mod instance;
+mod task;
+
+pub use instance::*;
+pub use task::*;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// Every CRD of the redroid operator, for `cargo xtask gen` and tests.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![RedroidInstance::crd(), RedroidTask::crd()]
+}

@@ -1,0 +1,80 @@
+//! Every label, annotation, finalizer, field manager, event reporter and child-name rule of the
+//! redroid operator, in one place.
+
+/// `app.kubernetes.io/managed-by` on everything the operator creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Its value (the upstream operator's, so existing selectors keep working).
+pub const MANAGED_BY: &str = "redroid-operator";
+/// The instance a Pod, Service, Job or CronJob belongs to or targets.
+pub const INSTANCE_LABEL: &str = "redroid.isning.moe/instance";
+/// The instance's `spec.index`, on instance Pods.
+pub const INSTANCE_INDEX_LABEL: &str = "redroid.isning.moe/instance-index";
+/// The task a Job, CronJob or Job pod belongs to.
+pub const TASK_LABEL: &str = "redroid.isning.moe/task";
+/// `instance` on instance Pods, `task` on task Jobs/CronJobs and their pods. The instance
+/// Service selects `component=instance` only, so task pods never receive its traffic
+/// (upstream selected task pods too).
+pub const COMPONENT_LABEL: &str = "redroid.isning.moe/component";
+/// [`COMPONENT_LABEL`] value of instance Pods.
+pub const COMPONENT_INSTANCE: &str = "instance";
+/// [`COMPONENT_LABEL`] value of task Jobs, CronJobs and their pods.
+pub const COMPONENT_TASK: &str = "task";
+/// `true` on task Jobs/pods that run their own redroid sidecar on the instance's data
+/// (`suspendInstance` tasks). While such a pod is unfinished the instance never starts.
+pub const SIDECAR_LABEL: &str = "redroid.isning.moe/data-sidecar";
+
+/// Annotations set by `kubectl redroid task trigger` on manual Jobs.
+pub const TRIGGERED_BY_ANNOTATION: &str = "redroid.isning.moe/triggered-by";
+/// The CronJob a manually triggered Job was made from.
+pub const CRONJOB_ANNOTATION: &str = "redroid.isning.moe/cronjob";
+
+/// Finalizer of tasks: on deletion the task removes the overrides it set on instances.
+pub const TASK_FINALIZER: &str = "redroid.isning.moe/task-finalizer";
+/// Finalizer the upstream operator put on instances. We need none (owner references clean up
+/// the Pod and Service), but remove it from instances being deleted so migrated objects do
+/// not hang.
+pub const LEGACY_INSTANCE_FINALIZER: &str = "redroid.isning.moe/instance-finalizer";
+
+/// Server-side apply field manager and event reporter.
+pub const FIELD_MANAGER: &str = "redroid-operator";
+/// Controller name (metrics label) of instances.
+pub const INSTANCE_CONTROLLER: &str = "redroidinstance";
+/// Controller name (metrics label) of tasks.
+pub const TASK_CONTROLLER: &str = "redroidtask";
+
+/// Container name of redroid, in instance Pods and task sidecars.
+pub const REDROID_CONTAINER: &str = "redroid";
+/// Default kmsg-tools image when neither the instance nor `RELATED_IMAGE_KMSG_TOOLS` sets one.
+pub const DEFAULT_KMSG_TOOLS_IMAGE: &str = "ghcr.io/isning/redroid-operator/kmsg-tools:latest";
+
+/// Actor recorded in overrides a task sets: `task/<name>`.
+pub fn task_actor(task: &str) -> String {
+    format!("task/{task}")
+}
+
+/// Name of the instance's Service: the instance's own name (stable ADB address).
+pub fn service_name(instance: &str) -> String {
+    instance.to_string()
+}
+
+/// `generateName` of instance Pods: `<instance>-pod-` (the API server adds a random suffix).
+pub fn pod_generate_name(instance: &str) -> String {
+    format!("{instance}-pod-")
+}
+
+/// The stable ADB address of an instance: `<service>.<namespace>.svc.cluster.local:<port>`.
+pub fn adb_address(instance: &str, namespace: &str, port: i32) -> String {
+    format!("{}.{namespace}.svc.cluster.local:{port}", service_name(instance))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adb_address_is_the_service_dns_name() {
+        assert_eq!(adb_address("android-0", "games", 5555), "android-0.games.svc.cluster.local:5555");
+        assert_eq!(pod_generate_name("android-0"), "android-0-pod-");
+        assert_eq!(task_actor("maa"), "task/maa");
+    }
+}

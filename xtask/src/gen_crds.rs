@@ -1,0 +1,32 @@
+//! `cargo xtask gen [--check]`: CRD YAML generated from each operator's Rust types, committed
+//! under deploy/<operator>/crds/, and a drift check that fails when the two differ.
+
+use std::path::{Path, PathBuf};
+
+/// Each operator's CRDs, by deploy directory name. Operators add themselves here.
+fn operators() -> Vec<(&'static str, Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>)> {
+    vec![("redroid", redroid::crd::crds())]
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the repo root").to_path_buf()
+}
+
+pub fn run(check: bool) -> anyhow::Result<()> {
+    let ops = operators();
+    if ops.is_empty() {
+        println!("no operator defines CRDs yet; nothing to generate");
+    }
+    for (op, crds) in ops {
+        let dir = repo_root().join("deploy").join(op).join("crds");
+        if check {
+            kit::crdgen::check(&dir, &crds).map_err(|d| anyhow::anyhow!("{d}\nrun `cargo xtask gen` and commit"))?;
+            println!("{op}: {} CRDs up to date", crds.len());
+        } else {
+            for f in kit::crdgen::write(&dir, &crds)? {
+                println!("wrote {}", f.display());
+            }
+        }
+    }
+    Ok(())
+}

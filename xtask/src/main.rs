@@ -1,0 +1,153 @@
+//! Flotilla's one entry point: `cargo xtask <command>`.
+//!
+//! - `up` / `down` / `status`: the local control plane (upstream binaries + kwok, loopback only)
+//! - `demo`: start the plane and show Flotilla's main job converging on it
+//! - `gen [--check]`: write the CRD YAML generated from the Rust types (or fail on drift)
+//! - `test`: everything CI checks: format, lints, generated-file drift, every test
+//! - `kubectl ARGS…`: the pinned kubectl against the local plane
+
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+
+mod demo;
+mod gen_crds;
+
+#[derive(Parser)]
+#[command(about = "Flotilla developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build (or reuse) the upstream binaries and start (or reuse) the local control plane.
+    Up,
+    /// Stop the local control plane and remove its state.
+    Down,
+    /// Show which control-plane components run.
+    Status,
+    /// Start the plane and run Flotilla's main job on it, showing it converge.
+    Demo,
+    /// Write generated CRD YAML into deploy/<operator>/crds/ (with --check: fail on drift).
+    Gen {
+        /// Compare instead of writing; exit non-zero when the committed YAML differs.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Run every check and test (what CI runs).
+    Test {
+        /// Stop the control plane afterwards (CI does; developers keep it warm).
+        #[arg(long)]
+        down: bool,
+    },
+    /// Run the pinned kubectl against the local plane.
+    Kubectl {
+        /// Arguments passed to kubectl.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse().cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> anyhow::Result<()> {
+    match cmd {
+        Cmd::Up => {
+            let up = testenv::up()?;
+            let verb = if up.reused { "reused the running" } else { "started the" };
+            println!("{verb} local control plane in {:.1?}", up.took);
+            println!("export KUBECONFIG={}", testenv::kubeconfig_path().display());
+            kubectl(&["get", "nodes", "-L", "topology.kubernetes.io/zone"])
+        }
+        Cmd::Down => {
+            let was = testenv::down()?;
+            println!("{}", if was { "local control plane stopped" } else { "no local control plane was running" });
+            Ok(())
+        }
+        Cmd::Status => {
+            let s = testenv::status();
+            match &s.state {
+                None => println!("no local control plane recorded"),
+                Some(state) => {
+                    println!("kubernetes {} on https://127.0.0.1:{}", state.kubernetes, state.api_port);
+                    for (name, pid, alive) in &s.components {
+                        println!("  {name:<24} pid {pid:<8} {}", if *alive { "running" } else { "NOT RUNNING" });
+                    }
+                    println!("  apiserver /readyz: {}", if s.api_ready { "ok" } else { "not ready" });
+                    println!("export KUBECONFIG={}", testenv::kubeconfig_path().display());
+                }
+            }
+            Ok(())
+        }
+        Cmd::Demo => demo::run(),
+        Cmd::Gen { check } => gen_crds::run(check),
+        Cmd::Test { down } => test(down),
+        Cmd::Kubectl { args } => kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>()),
+    }
+}
+
+/// Runs the pinned kubectl against the local plane.
+pub fn kubectl(args: &[&str]) -> anyhow::Result<()> {
+    let state = testenv::plane::read_state().ok_or_else(|| anyhow::anyhow!("no local plane: run cargo xtask up"))?;
+    let status = Command::new(state.bin_dir.join("kubectl"))
+        .arg(format!("--kubeconfig={}", testenv::kubeconfig_path().display()))
+        .args(args)
+        .status()?;
+    anyhow::ensure!(status.success(), "kubectl {} failed", args.join(" "));
+    Ok(())
+}
+
+struct Phases(Vec<(String, f64)>);
+
+impl Phases {
+    fn run(&mut self, name: &str, f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+        eprintln!("==> {name}");
+        let start = Instant::now();
+        let r = f();
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!("<== {name}: {secs:.1}s{}", if r.is_err() { " (FAILED)" } else { "" });
+        self.0.push((name.to_string(), secs));
+        r
+    }
+    fn report(&self) {
+        eprintln!("phase timings:");
+        for (n, s) in &self.0 {
+            eprintln!("  {n:<28} {s:>8.1}s");
+        }
+    }
+}
+
+fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())).args(args).status()?;
+    anyhow::ensure!(status.success(), "cargo {} failed", args.join(" "));
+    Ok(())
+}
+
+fn test(down: bool) -> anyhow::Result<()> {
+    let mut p = Phases(Vec::new());
+    let r = (|| {
+        p.run("format check", || cargo(&["fmt", "--all", "--", "--check"]))?;
+        p.run("build upstream binaries", || testenv::plane::ensure_binaries().map(|_| ()))?;
+        p.run("build workspace + tests", || cargo(&["test", "--workspace", "--no-run", "--quiet"]))?;
+        p.run("clippy -D warnings", || cargo(&["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
+        p.run("generated CRDs up to date", || gen_crds::run(true))?;
+        p.run("start local control plane", || testenv::up().map(|_| ()))?;
+        p.run("cargo test --workspace", || cargo(&["test", "--workspace"]))
+    })();
+    if down {
+        let _ = p.run("stop local control plane", || testenv::down().map(|_| ()));
+    }
+    p.report();
+    r
+}
