@@ -4,12 +4,15 @@
 use std::path::{Path, PathBuf};
 
 /// Each operator's CRDs, by deploy directory name. Operators add themselves here.
-fn operators() -> Vec<(&'static str, Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>)> {
+fn operators() -> Vec<(&'static str, Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>)>{
     vec![("redroid", redroid::crd::crds())]
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the repo root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the repo root")
+        .to_path_buf()
 }
 
 pub fn run(check: bool) -> anyhow::Result<()> {
@@ -20,7 +23,8 @@ pub fn run(check: bool) -> anyhow::Result<()> {
     for (op, crds) in ops {
         let dir = repo_root().join("deploy").join(op).join("crds");
         if check {
-            kit::crdgen::check(&dir, &crds).map_err(|d| anyhow::anyhow!("{d}\nrun `cargo xtask gen` and commit"))?;
+            kit::crdgen::check(&dir, &crds)
+                .map_err(|d| anyhow::anyhow!("{d}\nrun `cargo xtask gen` and commit"))?;
             println!("{op}: {} CRDs up to date", crds.len());
         } else {
             for f in kit::crdgen::write(&dir, &crds)? {

@@ -65,14 +65,25 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
     match cmd {
         Cmd::Up => {
             let up = testenv::up()?;
-            let verb = if up.reused { "reused the running" } else { "started the" };
+            let verb = if up.reused {
+                "reused the running"
+            } else {
+                "started the"
+            };
             println!("{verb} local control plane in {:.1?}", up.took);
             println!("export KUBECONFIG={}", testenv::kubeconfig_path().display());
             kubectl(&["get", "nodes", "-L", "topology.kubernetes.io/zone"])
         }
         Cmd::Down => {
             let was = testenv::down()?;
-            println!("{}", if was { "local control plane stopped" } else { "no local control plane was running" });
+            println!(
+                "{}",
+                if was {
+                    "local control plane stopped"
+                } else {
+                    "no local control plane was running"
+                }
+            );
             Ok(())
         }
         Cmd::Status => {
@@ -80,11 +91,20 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             match &s.state {
                 None => println!("no local control plane recorded"),
                 Some(state) => {
-                    println!("kubernetes {} on https://127.0.0.1:{}", state.kubernetes, state.api_port);
+                    println!(
+                        "kubernetes {} on https://127.0.0.1:{}",
+                        state.kubernetes, state.api_port
+                    );
                     for (name, pid, alive) in &s.components {
-                        println!("  {name:<24} pid {pid:<8} {}", if *alive { "running" } else { "NOT RUNNING" });
+                        println!(
+                            "  {name:<24} pid {pid:<8} {}",
+                            if *alive { "running" } else { "NOT RUNNING" }
+                        );
                     }
-                    println!("  apiserver /readyz: {}", if s.api_ready { "ok" } else { "not ready" });
+                    println!(
+                        "  apiserver /readyz: {}",
+                        if s.api_ready { "ok" } else { "not ready" }
+                    );
                     println!("export KUBECONFIG={}", testenv::kubeconfig_path().display());
                 }
             }
@@ -99,9 +119,13 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
 
 /// Runs the pinned kubectl against the local plane.
 pub fn kubectl(args: &[&str]) -> anyhow::Result<()> {
-    let state = testenv::plane::read_state().ok_or_else(|| anyhow::anyhow!("no local plane: run cargo xtask up"))?;
+    let state = testenv::plane::read_state()
+        .ok_or_else(|| anyhow::anyhow!("no local plane: run cargo xtask up"))?;
     let status = Command::new(state.bin_dir.join("kubectl"))
-        .arg(format!("--kubeconfig={}", testenv::kubeconfig_path().display()))
+        .arg(format!(
+            "--kubeconfig={}",
+            testenv::kubeconfig_path().display()
+        ))
         .args(args)
         .status()?;
     anyhow::ensure!(status.success(), "kubectl {} failed", args.join(" "));
@@ -116,7 +140,10 @@ impl Phases {
         let start = Instant::now();
         let r = f();
         let secs = start.elapsed().as_secs_f64();
-        eprintln!("<== {name}: {secs:.1}s{}", if r.is_err() { " (FAILED)" } else { "" });
+        eprintln!(
+            "<== {name}: {secs:.1}s{}",
+            if r.is_err() { " (FAILED)" } else { "" }
+        );
         self.0.push((name.to_string(), secs));
         r
     }
@@ -129,25 +156,104 @@ impl Phases {
 }
 
 fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())).args(args).status()?;
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(args)
+        .status()?;
     anyhow::ensure!(status.success(), "cargo {} failed", args.join(" "));
     Ok(())
+}
+
+static TOTALS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+
+/// `cargo test --workspace`, echoing its output and closing with the totals on one line
+/// (`tests: N passed, N failed`), so the last line a reader (or CI) sees is the whole result.
+fn cargo_test() -> anyhow::Result<()> {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["test", "--workspace"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let (mut passed, mut failed) = (0u64, 0u64);
+    for line in BufReader::new(child.stdout.take().expect("piped stdout")).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some((p, f)) = parse_test_result(&line) {
+            passed += p;
+            failed += f;
+        }
+    }
+    let status = child.wait()?;
+    println!("tests: {passed} passed, {failed} failed");
+    TOTALS.set((passed, failed)).ok();
+    anyhow::ensure!(
+        status.success() && failed == 0,
+        "cargo test --workspace failed"
+    );
+    anyhow::ensure!(passed > 0, "cargo test ran no test");
+    Ok(())
+}
+
+/// Passed and failed counts of a libtest summary line (`test result: ok. 3 passed; 0 failed; …`).
+fn parse_test_result(line: &str) -> Option<(u64, u64)> {
+    let rest = line.strip_prefix("test result: ")?;
+    let count = |word: &str| {
+        rest.split(';')
+            .find_map(|part| {
+                part.trim()
+                    .trim_start_matches("ok. ")
+                    .trim_start_matches("FAILED. ")
+                    .strip_suffix(word)
+            })
+            .and_then(|n| n.trim().parse().ok())
+    };
+    Some((count(" passed")?, count(" failed")?))
 }
 
 fn test(down: bool) -> anyhow::Result<()> {
     let mut p = Phases(Vec::new());
     let r = (|| {
         p.run("format check", || cargo(&["fmt", "--all", "--", "--check"]))?;
-        p.run("build upstream binaries", || testenv::plane::ensure_binaries().map(|_| ()))?;
-        p.run("build workspace + tests", || cargo(&["test", "--workspace", "--no-run", "--quiet"]))?;
-        p.run("clippy -D warnings", || cargo(&["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
+        p.run("build upstream binaries", || {
+            testenv::plane::ensure_binaries().map(|_| ())
+        })?;
+        p.run("build workspace + tests", || {
+            cargo(&["test", "--workspace", "--no-run", "--quiet"])
+        })?;
+        p.run("clippy -D warnings", || {
+            cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--quiet",
+                "--",
+                "-D",
+                "warnings",
+            ])
+        })?;
         p.run("generated CRDs up to date", || gen_crds::run(true))?;
         p.run("start local control plane", || testenv::up().map(|_| ()))?;
-        p.run("cargo test --workspace", || cargo(&["test", "--workspace"]))
+        p.run("cargo test --workspace", cargo_test)
     })();
     if down {
         let _ = p.run("stop local control plane", || testenv::down().map(|_| ()));
     }
     p.report();
+    if let Some((passed, failed)) = TOTALS.get() {
+        println!("tests: {passed} passed, {failed} failed");
+    }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_test_result;
+
+    #[test]
+    fn libtest_summaries_are_parsed() {
+        let ok = "test result: ok. 12 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 13.84s";
+        assert_eq!(parse_test_result(ok), Some((12, 0)));
+        let bad = "test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out";
+        assert_eq!(parse_test_result(bad), Some((3, 2)));
+        assert_eq!(parse_test_result("running 3 tests"), None);
+    }
 }

@@ -2,27 +2,27 @@
 
 /// Pure upsert/reset/get helpers over `metav1.Condition` lists.
 pub mod conditions;
+/// Controller wrapper recording metrics and spans, and the `Operator::run` entry point.
+pub mod controller;
 /// CRD YAML generation into `deploy/<operator>/crds/` and the CI drift check.
 pub mod crdgen;
+/// Common operator flags with environment-variable fallbacks.
+pub mod flags;
+/// HTTP /healthz, /readyz and /metrics endpoints.
+pub mod health;
+/// Leader election on a coordination.k8s.io Lease; controllers run only while leading.
+pub mod leader;
+/// Prometheus registry with controller-runtime's metric names and labels.
+pub mod metrics;
 /// DNS-1123 label/subdomain validation and deterministic hashed sanitising.
 pub mod names;
 /// The ordered subreconciler pipeline: continue, requeue (stop or delayed), or error.
 pub mod pipeline;
 /// Reconcile outcomes, error categories and per-object error backoff.
 pub mod reconcile;
-/// Status subresource writes made only when the status differs.
-pub mod status;
-/// Leader election on a coordination.k8s.io Lease; controllers run only while leading.
-pub mod leader;
-/// Prometheus registry with controller-runtime's metric names and labels.
-pub mod metrics;
-/// HTTP /healthz, /readyz and /metrics endpoints.
-pub mod health;
-/// Tracing setup: text or JSON, level from flag or RUST_LOG.
-pub mod telemetry;
 /// SIGTERM/SIGINT to a CancellationToken.
 pub mod shutdown;
-/// Common operator flags with environment-variable fallbacks.
-pub mod flags;
-/// Controller wrapper recording metrics and spans, and the `Operator::run` entry point.
-pub mod controller;
+/// Status subresource writes made only when the status differs.
+pub mod status;
+/// Tracing setup: text or JSON, level from flag or RUST_LOG.
+pub mod telemetry;

@@ -15,7 +15,9 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { kmsg_tools_image: names::DEFAULT_KMSG_TOOLS_IMAGE.into() }
+        Self {
+            kmsg_tools_image: names::DEFAULT_KMSG_TOOLS_IMAGE.into(),
+        }
     }
 }
 
@@ -34,7 +36,15 @@ pub struct Context {
 impl Context {
     /// A context for `client` with `settings`.
     pub fn new(client: Client, settings: Settings) -> Self {
-        let reporter = Reporter { controller: names::FIELD_MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
-        Self { recorder: Recorder::new(client.clone(), reporter), client, settings, backoff: Default::default() }
+        let reporter = Reporter {
+            controller: names::FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            settings,
+            backoff: Default::default(),
+        }
     }
 }

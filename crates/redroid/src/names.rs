@@ -64,8 +64,30 @@ pub fn pod_generate_name(instance: &str) -> String {
 
 /// The stable ADB address of an instance: `<service>.<namespace>.svc.cluster.local:<port>`.
 pub fn adb_address(instance: &str, namespace: &str, port: i32) -> String {
-    format!("{}.{namespace}.svc.cluster.local:{port}", service_name(instance))
+    format!(
+        "{}.{namespace}.svc.cluster.local:{port}",
+        service_name(instance)
+    )
 }
+
+/// Hash of the instance Pod's template (labels and spec as built), on instance Pods. A Pod
+/// whose hash differs from the desired one is recreated.
+pub const POD_TEMPLATE_HASH_ANNOTATION: &str = "redroid.isning.moe/pod-template-hash";
+
+/// Name of an instance Pod: `<instance>-pod-<first 8 hex of sha256(uid + template hash)>`,
+/// at most 63 characters. Deterministic, so a duplicate create fails with AlreadyExists
+/// instead of starting a second Android on the same data.
+pub fn instance_pod_name(instance: &str, uid: &str, template_hash: &str) -> String {
+    kit::names::with_hash_suffix(
+        &format!("{instance}-pod"),
+        &format!("{uid}{template_hash}"),
+        kit::names::LABEL_MAX,
+    )
+}
+
+/// On task CronJobs: hash of the CronJob the task controller last applied. It re-applies only
+/// when the hash differs, so a reconcile with nothing to change makes no write.
+pub const TASK_SPEC_HASH_ANNOTATION: &str = "redroid.isning.moe/task-spec-hash";
 
 #[cfg(test)]
 mod tests {
@@ -73,7 +95,10 @@ mod tests {
 
     #[test]
     fn adb_address_is_the_service_dns_name() {
-        assert_eq!(adb_address("android-0", "games", 5555), "android-0.games.svc.cluster.local:5555");
+        assert_eq!(
+            adb_address("android-0", "games", 5555),
+            "android-0.games.svc.cluster.local:5555"
+        );
         assert_eq!(pod_generate_name("android-0"), "android-0-pod-");
         assert_eq!(task_actor("maa"), "task/maa");
     }

@@ -5,15 +5,17 @@
 //! outside the repository, plus kwok simulating three nodes in three zones. Everything binds
 //! 127.0.0.1 and pods get 127.1.x.y addresses. See `docs/testenv.md`.
 
+pub mod identity;
 pub mod pki;
 pub mod plane;
 pub mod process;
 mod support;
 pub mod versions;
 
+pub use identity::{service_account_client, service_account_token, write_kubeconfig_for_token};
 pub use plane::{Up, down, kubeconfig_path, status, up};
 pub use support::{
-    RequestCounts, TestNamespace, client, counting_client, ensure_plane, eventually, install_crd, list_labelled,
-    verb_of, wait_deleted, wait_for,
+    RequestCounts, TestNamespace, client, counting_client, ensure_plane, eventually, install_crd,
+    list_labelled, verb_of, wait_deleted, wait_for,
 };
 pub use versions::Versions;

@@ -27,9 +27,19 @@ pub const NODES: usize = 3;
 /// Zones of the fake nodes, in node order.
 pub const ZONES: [&str; NODES] = ["zone-a", "zone-b", "zone-c"];
 
+/// Bumped whenever the way the plane is started changes, so `up` replaces an older plane.
+pub const PLANE_REVISION: u32 = 2;
+
+/// Service cluster IP range: a /16 so thousands of Services fit (benchmarks). The addresses are
+/// API objects only; nothing ever dials them.
+pub const SERVICE_CIDR: &str = "10.96.0.0/16";
+
 /// What is recorded about a running plane.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct State {
+    /// [`PLANE_REVISION`] of the code that started it.
+    #[serde(default)]
+    pub revision: u32,
     /// Versions it was started with.
     pub kubernetes: String,
     /// Directory holding the upstream binaries.
@@ -55,14 +65,19 @@ pub struct Up {
 
 /// Root of Flotilla's caches: `$FLOTILLA_CACHE`, else `$HOME/.cache/flotilla`.
 pub fn cache_dir() -> PathBuf {
-    std::env::var_os("FLOTILLA_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache/flotilla")
-    })
+    std::env::var_os("FLOTILLA_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into()))
+                .join(".cache/flotilla")
+        })
 }
 
 /// The plane's directory: `$FLOTILLA_PLANE_DIR`, else `<cache>/plane`.
 pub fn plane_dir() -> PathBuf {
-    std::env::var_os("FLOTILLA_PLANE_DIR").map(PathBuf::from).unwrap_or_else(|| cache_dir().join("plane"))
+    std::env::var_os("FLOTILLA_PLANE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("plane"))
 }
 
 /// Where the admin kubeconfig of the local plane is written.
@@ -76,7 +91,11 @@ fn state_path() -> PathBuf {
 
 fn lock() -> anyhow::Result<File> {
     fs::create_dir_all(plane_dir())?;
-    let f = File::options().create(true).truncate(false).write(true).open(plane_dir().join(".lock"))?;
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(plane_dir().join(".lock"))?;
     f.lock()?;
     Ok(f)
 }
@@ -95,29 +114,50 @@ pub fn ensure_binaries() -> anyhow::Result<PathBuf> {
         .output()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", script.display()))?;
     if !out.status.success() {
-        anyhow::bail!("{} failed ({}); see its output above", script.display(), out.status);
+        anyhow::bail!(
+            "{} failed ({}); see its output above",
+            script.display(),
+            out.status
+        );
     }
-    let dir = String::from_utf8(out.stdout)?.lines().last().unwrap_or_default().trim().to_string();
-    anyhow::ensure!(Path::new(&dir).join("kube-apiserver").exists(), "build.sh printed no bin dir: {dir:?}");
+    let dir = String::from_utf8(out.stdout)?
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    anyhow::ensure!(
+        Path::new(&dir).join("kube-apiserver").exists(),
+        "build.sh printed no bin dir: {dir:?}"
+    );
     Ok(PathBuf::from(dir))
 }
 
 /// Starts the plane, or reuses a healthy running one. Safe to call from several processes and
 /// from inside or outside a tokio runtime.
 pub fn up() -> anyhow::Result<Up> {
-    std::thread::spawn(up_blocking).join().map_err(|_| anyhow::anyhow!("testenv up panicked"))?
+    std::thread::spawn(up_blocking)
+        .join()
+        .map_err(|_| anyhow::anyhow!("testenv up panicked"))?
 }
 
 fn up_blocking() -> anyhow::Result<Up> {
     let start = Instant::now();
     let _lock = lock()?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     if let Some(state) = read_state() {
         let healthy = state.procs.iter().all(Proc::alive)
             && state.kubernetes == Versions::pinned().kubernetes
+            && state.revision == PLANE_REVISION
             && rt.block_on(readyz()).is_ok();
         if healthy {
-            return Ok(Up { state, reused: true, took: start.elapsed() });
+            return Ok(Up {
+                state,
+                reused: true,
+                took: start.elapsed(),
+            });
         }
         tracing::info!("stopping the remains of an unhealthy or outdated plane");
         stop(&state);
@@ -126,7 +166,11 @@ fn up_blocking() -> anyhow::Result<Up> {
     clean_dir()?;
     let state = start_plane(&bin, &rt)?;
     fs::write(state_path(), serde_json::to_vec_pretty(&state)?)?;
-    Ok(Up { state, reused: false, took: start.elapsed() })
+    Ok(Up {
+        state,
+        reused: false,
+        took: start.elapsed(),
+    })
 }
 
 /// Stops a running plane and removes its directory. Returns false when nothing was running.
@@ -153,7 +197,11 @@ fn clean_dir() -> anyhow::Result<()> {
         if entry.file_name() == ".lock" {
             continue;
         }
-        if entry.file_type()?.is_dir() { fs::remove_dir_all(entry.path())? } else { fs::remove_file(entry.path())? }
+        if entry.file_type()?.is_dir() {
+            fs::remove_dir_all(entry.path())?
+        } else {
+            fs::remove_file(entry.path())?
+        }
     }
     Ok(())
 }
@@ -167,6 +215,7 @@ fn start_plane(bin: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State
     let s = |p: PathBuf| p.display().to_string();
     let mut procs = Vec::new();
     let mut state = State {
+        revision: PLANE_REVISION,
         kubernetes: Versions::pinned().kubernetes,
         bin_dir: bin.to_path_buf(),
         api_port,
@@ -176,47 +225,98 @@ fn start_plane(bin: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State
     let result = (|| -> anyhow::Result<()> {
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
-        procs.push(spawn("etcd", &bin.join("etcd"), &[
-            "--name=flotilla".into(), format!("--data-dir={}", s(dir.join("etcd"))), "--log-level=warn".into(),
-            "--unsafe-no-fsync".into(), format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"), format!("--listen-peer-urls={peer_url}"),
-            format!("--initial-advertise-peer-urls={peer_url}"), format!("--initial-cluster=flotilla={peer_url}"),
-            "--listen-metrics-urls=".into(),
-        ], &logs)?);
-        wait_until("etcd to accept connections", Duration::from_secs(30), || {
-            std::net::TcpStream::connect(("127.0.0.1", etcd_port)).is_ok()
-        })?;
-        procs.push(spawn("kube-apiserver", &bin.join("kube-apiserver"), &[
-            format!("--etcd-servers={etcd_url}"), "--bind-address=127.0.0.1".into(), format!("--secure-port={api_port}"),
-            "--advertise-address=127.0.0.1".into(), "--endpoint-reconciler-type=none".into(),
-            format!("--tls-cert-file={}", s(pki.apiserver_crt())), format!("--tls-private-key-file={}", s(pki.apiserver_key())),
-            format!("--client-ca-file={}", s(pki.ca_crt())), "--authorization-mode=Node,RBAC".into(),
-            "--allow-privileged=true".into(), "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-            format!("--service-account-key-file={}", s(pki.sa_pub())),
-            format!("--service-account-signing-key-file={}", s(pki.sa_key())),
-            "--service-cluster-ip-range=10.0.0.0/24".into(), "--profiling=false".into(),
-        ], &logs)?);
+        procs.push(spawn(
+            "etcd",
+            &bin.join("etcd"),
+            &[
+                "--name=flotilla".into(),
+                format!("--data-dir={}", s(dir.join("etcd"))),
+                "--log-level=warn".into(),
+                "--unsafe-no-fsync".into(),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=flotilla={peer_url}"),
+                "--listen-metrics-urls=".into(),
+            ],
+            &logs,
+        )?);
+        wait_until(
+            "etcd to accept connections",
+            Duration::from_secs(30),
+            || std::net::TcpStream::connect(("127.0.0.1", etcd_port)).is_ok(),
+        )?;
+        procs.push(spawn(
+            "kube-apiserver",
+            &bin.join("kube-apiserver"),
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={api_port}"),
+                "--advertise-address=127.0.0.1".into(),
+                "--endpoint-reconciler-type=none".into(),
+                format!("--tls-cert-file={}", s(pki.apiserver_crt())),
+                format!("--tls-private-key-file={}", s(pki.apiserver_key())),
+                format!("--client-ca-file={}", s(pki.ca_crt())),
+                "--authorization-mode=Node,RBAC".into(),
+                "--allow-privileged=true".into(),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-key-file={}", s(pki.sa_pub())),
+                format!("--service-account-signing-key-file={}", s(pki.sa_key())),
+                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+                "--profiling=false".into(),
+            ],
+            &logs,
+        )?);
         rt.block_on(wait_readyz(Duration::from_secs(120)))?;
         let kc = s(kubeconfig_path());
-        procs.push(spawn("kube-controller-manager", &bin.join("kube-controller-manager"), &[
-            format!("--kubeconfig={kc}"), "--leader-elect=false".into(), "--bind-address=127.0.0.1".into(),
-            "--secure-port=0".into(), format!("--service-account-private-key-file={}", s(pki.sa_key())),
-            format!("--root-ca-file={}", s(pki.ca_crt())), format!("--cluster-signing-cert-file={}", s(pki.ca_crt())),
-            format!("--cluster-signing-key-file={}", s(pki.ca_key())), "--service-cluster-ip-range=10.0.0.0/24".into(),
-            "--profiling=false".into(),
-        ], &logs)?);
-        procs.push(spawn("kube-scheduler", &bin.join("kube-scheduler"), &[
-            format!("--kubeconfig={kc}"), "--leader-elect=false".into(), "--bind-address=127.0.0.1".into(),
-            "--secure-port=0".into(), "--profiling=false".into(),
-        ], &logs)?);
+        procs.push(spawn(
+            "kube-controller-manager",
+            &bin.join("kube-controller-manager"),
+            &[
+                format!("--kubeconfig={kc}"),
+                "--leader-elect=false".into(),
+                "--bind-address=127.0.0.1".into(),
+                "--secure-port=0".into(),
+                format!("--service-account-private-key-file={}", s(pki.sa_key())),
+                format!("--root-ca-file={}", s(pki.ca_crt())),
+                format!("--cluster-signing-cert-file={}", s(pki.ca_crt())),
+                format!("--cluster-signing-key-file={}", s(pki.ca_key())),
+                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+                "--profiling=false".into(),
+            ],
+            &logs,
+        )?);
+        procs.push(spawn(
+            "kube-scheduler",
+            &bin.join("kube-scheduler"),
+            &[
+                format!("--kubeconfig={kc}"),
+                "--leader-elect=false".into(),
+                "--bind-address=127.0.0.1".into(),
+                "--secure-port=0".into(),
+                "--profiling=false".into(),
+            ],
+            &logs,
+        )?);
         let stages = bin.join("stages");
         let mut kwok_args = vec![
-            format!("--kubeconfig={kc}"), "--manage-all-nodes=true".into(), "--node-lease-duration-seconds=40".into(),
-            "--cidr=127.1.0.0/16".into(), "--node-ip=127.0.0.1".into(), "--server-address=".into(),
+            format!("--kubeconfig={kc}"),
+            "--manage-all-nodes=true".into(),
+            "--node-lease-duration-seconds=40".into(),
+            "--cidr=127.1.0.0/16".into(),
+            "--node-ip=127.0.0.1".into(),
+            "--server-address=".into(),
         ];
-        for stage in ["node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-            "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml",
-            "pod/chaos/pod-container-running-failed.yaml"] {
+        for stage in [
+            "node/fast/node-initialize.yaml",
+            "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+            "pod/fast/pod-ready.yaml",
+            "pod/fast/pod-complete.yaml",
+            "pod/fast/pod-delete.yaml",
+            "pod/chaos/pod-container-running-failed.yaml",
+        ] {
             kwok_args.push(format!("--config={}", s(stages.join(stage))));
         }
         procs.push(spawn("kwok", &bin.join("kwok"), &kwok_args, &logs)?);
@@ -237,7 +337,10 @@ fn log_tails(logs: &Path) -> String {
         let text = fs::read_to_string(entry.path()).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-        out.push_str(&format!("--- {} (last lines) ---\n{tail}\n", entry.path().display()));
+        out.push_str(&format!(
+            "--- {} (last lines) ---\n{tail}\n",
+            entry.path().display()
+        ));
     }
     out
 }
@@ -249,7 +352,9 @@ fn write_kubeconfig(pki: &Pki, port: u16) -> anyhow::Result<()> {
          certificate-authority: {}\nusers:\n- name: flotilla-admin\n  user:\n    client-certificate: {}\n    \
          client-key: {}\ncontexts:\n- name: flotilla\n  context:\n    cluster: flotilla\n    user: flotilla-admin\n    \
          namespace: default\ncurrent-context: flotilla\n",
-        d(pki.ca_crt()), d(pki.admin_crt()), d(pki.admin_key()),
+        d(pki.ca_crt()),
+        d(pki.admin_crt()),
+        d(pki.admin_key()),
     );
     fs::write(kubeconfig_path(), text)?;
     Ok(())
@@ -264,7 +369,9 @@ pub async fn admin_client() -> anyhow::Result<kube::Client> {
 
 async fn readyz() -> anyhow::Result<()> {
     let client = admin_client().await?;
-    let body = client.request_text(http::Request::get("/readyz").body(Vec::new())?).await?;
+    let body = client
+        .request_text(http::Request::get("/readyz").body(Vec::new())?)
+        .await?;
     anyhow::ensure!(body.trim() == "ok", "readyz: {body}");
     Ok(())
 }
@@ -274,7 +381,9 @@ async fn wait_readyz(timeout: Duration) -> anyhow::Result<()> {
     loop {
         match readyz().await {
             Ok(()) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => anyhow::bail!("kube-apiserver not ready after {timeout:?}: {e}"),
+            Err(e) if Instant::now() >= deadline => {
+                anyhow::bail!("kube-apiserver not ready after {timeout:?}: {e}")
+            }
             Err(_) => tokio::time::sleep(Duration::from_millis(250)).await, // poll with a deadline
         }
     }
@@ -311,13 +420,21 @@ async fn create_nodes_and_wait(timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
     loop {
-        let ready = nodes.list(&Default::default()).await?.items.iter().filter(|n| node_ready(n)).count();
+        let ready = nodes
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .filter(|n| node_ready(n))
+            .count();
         let sa = sas.get_opt("default").await?.is_some();
         if ready >= NODES && sa {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            anyhow::bail!("after {timeout:?}: {ready}/{NODES} nodes Ready, default ServiceAccount present: {sa}");
+            anyhow::bail!(
+                "after {timeout:?}: {ready}/{NODES} nodes Ready, default ServiceAccount present: {sa}"
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await; // poll with a deadline
     }
@@ -325,9 +442,10 @@ async fn create_nodes_and_wait(timeout: Duration) -> anyhow::Result<()> {
 
 /// True when the node's Ready condition is True.
 pub fn node_ready(n: &Node) -> bool {
-    n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
-        c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-    })
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// What `status` reports.
@@ -344,14 +462,25 @@ pub struct Status {
 /// Reports which components run and whether the API answers.
 pub fn status() -> Status {
     let state = read_state();
-    let components = state.iter().flat_map(|s| s.procs.iter()).map(|p| (p.name.clone(), p.pid, p.alive())).collect();
+    let components = state
+        .iter()
+        .flat_map(|s| s.procs.iter())
+        .map(|p| (p.name.clone(), p.pid, p.alive()))
+        .collect();
     let api_ready = state.is_some()
         && std::thread::spawn(|| {
-            tokio::runtime::Builder::new_current_thread().enable_all().build().map(|rt| rt.block_on(readyz()).is_ok())
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(readyz()).is_ok())
         })
         .join()
         .ok()
         .and_then(Result::ok)
         .unwrap_or(false);
-    Status { state, components, api_ready }
+    Status {
+        state,
+        components,
+        api_ready,
+    }
 }

@@ -28,7 +28,10 @@ pub struct Proc {
 /// Spawns `binary args…` detached, with stdout and stderr appended to `<logs>/<name>.log`.
 pub fn spawn(name: &str, binary: &Path, args: &[String], logs: &Path) -> anyhow::Result<Proc> {
     fs::create_dir_all(logs)?;
-    let log = File::options().create(true).append(true).open(logs.join(format!("{name}.log")))?;
+    let log = File::options()
+        .create(true)
+        .append(true)
+        .open(logs.join(format!("{name}.log")))?;
     let child = Command::new(binary)
         .args(args)
         .stdin(Stdio::null())
@@ -37,15 +40,23 @@ pub fn spawn(name: &str, binary: &Path, args: &[String], logs: &Path) -> anyhow:
         .process_group(0)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", binary.display()))?;
-    Ok(Proc { name: name.into(), pid: child.id() as i32, binary: binary.display().to_string() })
+    Ok(Proc {
+        name: name.into(),
+        pid: child.id() as i32,
+        binary: binary.display().to_string(),
+    })
 }
 
 impl Proc {
     /// True when the process exists, is not a zombie, and still runs our binary.
     pub fn alive(&self) -> bool {
-        let Ok(stat) = fs::read_to_string(format!("/proc/{}/stat", self.pid)) else { return false };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
+            return false;
+        };
         // Field 3 (after the parenthesised command) is the state; Z = zombie, X = dead.
-        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
         if matches!(state, Some("Z") | Some("X") | None) {
             return false;
         }
@@ -72,11 +83,17 @@ impl Proc {
 
 /// A free TCP port on 127.0.0.1 (bound and released; the window for a clash is tiny).
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// Waits until `probe` returns true or the deadline passes.
-pub fn wait_until(what: &str, timeout: Duration, mut probe: impl FnMut() -> bool) -> anyhow::Result<()> {
+pub fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     let mut delay = Duration::from_millis(20);
     loop {
@@ -108,12 +125,23 @@ mod tests {
 
     #[test]
     fn a_recorded_pid_running_another_binary_is_not_ours() {
-        let me = Proc { name: "x".into(), pid: std::process::id() as i32, binary: "/nonexistent/bin".into() };
-        assert!(!me.alive(), "PID reuse guard: another binary must not count as our component");
+        let me = Proc {
+            name: "x".into(),
+            pid: std::process::id() as i32,
+            binary: "/nonexistent/bin".into(),
+        };
+        assert!(
+            !me.alive(),
+            "PID reuse guard: another binary must not count as our component"
+        );
     }
 
     fn which(name: &str) -> std::path::PathBuf {
         let p = Path::new("/usr/bin").join(name);
-        if p.exists() { p } else { Path::new("/bin").join(name) }
+        if p.exists() {
+            p
+        } else {
+            Path::new("/bin").join(name)
+        }
     }
 }

@@ -23,7 +23,10 @@ pub fn ensure_plane() {
     let r = UP.get_or_init(|| match plane::up() {
         Ok(up) => {
             if !up.reused {
-                eprintln!("testenv: started the local control plane in {:.1?}", up.took);
+                eprintln!(
+                    "testenv: started the local control plane in {:.1?}",
+                    up.took
+                );
             }
             Ok(())
         }
@@ -37,7 +40,9 @@ pub fn ensure_plane() {
 /// An admin client for the shared local control plane, starting the plane if needed.
 pub async fn client() -> Client {
     ensure_plane();
-    plane::admin_client().await.expect("admin client for the local plane")
+    plane::admin_client()
+        .await
+        .expect("admin client for the local plane")
 }
 
 /// Requests seen by a [`counting_client`], by verb.
@@ -46,7 +51,12 @@ pub struct RequestCounts(Arc<Mutex<BTreeMap<String, u64>>>);
 
 impl RequestCounts {
     fn record(&self, verb: &str) {
-        *self.0.lock().expect("counts lock").entry(verb.to_string()).or_default() += 1;
+        *self
+            .0
+            .lock()
+            .expect("counts lock")
+            .entry(verb.to_string())
+            .or_default() += 1;
     }
     /// Counts by verb: get, list, watch, create, update, patch, delete, deletecollection.
     pub fn by_verb(&self) -> BTreeMap<String, u64> {
@@ -54,7 +64,11 @@ impl RequestCounts {
     }
     /// Requests that change something: create, update, patch, delete, deletecollection.
     pub fn writes(&self) -> u64 {
-        self.by_verb().iter().filter(|(v, _)| !matches!(v.as_str(), "get" | "list" | "watch")).map(|(_, n)| n).sum()
+        self.by_verb()
+            .iter()
+            .filter(|(v, _)| !matches!(v.as_str(), "get" | "list" | "watch"))
+            .map(|(_, n)| n)
+            .sum()
     }
     /// All requests.
     pub fn total(&self) -> u64 {
@@ -69,7 +83,9 @@ impl RequestCounts {
 /// The Kubernetes verb of a request, as the apiserver's audit log would name it.
 pub fn verb_of(method: &http::Method, uri: &http::Uri) -> &'static str {
     let query = uri.query().unwrap_or_default();
-    let is_watch = query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1");
+    let is_watch = query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1");
     match *method {
         http::Method::GET if is_watch => "watch",
         http::Method::GET if is_collection(uri.path()) => "list",
@@ -103,13 +119,18 @@ pub async fn counting_client() -> (Client, RequestCounts) {
     ensure_plane();
     let counts = RequestCounts::default();
     let kc = kube::config::Kubeconfig::read_from(plane::kubeconfig_path()).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("config");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
     let c = counts.clone();
     let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
         c.record(verb_of(req.method(), req.uri()));
         req
     });
-    let client = kube::client::ClientBuilder::try_from(cfg).expect("client builder").with_layer(&layer).build();
+    let client = kube::client::ClientBuilder::try_from(cfg)
+        .expect("client builder")
+        .with_layer(&layer)
+        .build();
     (client, counts)
 }
 
@@ -128,7 +149,10 @@ impl TestNamespace {
             "metadata": {"name": name, "labels": {"flotilla.dev/test": "true"}}
         }))
         .expect("namespace");
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create test namespace");
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create test namespace");
         Self { name }
     }
 }
@@ -141,8 +165,17 @@ impl Drop for TestNamespace {
         // Fire and forget through kubectl so the deletion outlives the test process.
         if let Some(state) = plane::read_state() {
             let _ = std::process::Command::new(state.bin_dir.join("kubectl"))
-                .args(["--kubeconfig", &plane::kubeconfig_path().display().to_string()])
-                .args(["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"])
+                .args([
+                    "--kubeconfig",
+                    &plane::kubeconfig_path().display().to_string(),
+                ])
+                .args([
+                    "delete",
+                    "namespace",
+                    &self.name,
+                    "--wait=false",
+                    "--ignore-not-found",
+                ])
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .spawn();
@@ -153,7 +186,12 @@ impl Drop for TestNamespace {
 fn short_random() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
     h.write_u32(std::process::id());
     format!("{:08x}", h.finish() as u32)
 }
@@ -161,44 +199,67 @@ fn short_random() -> String {
 /// Installs (server-side applies) a CRD and waits until it is Established.
 pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = crd.metadata.name.clone().ok_or_else(|| anyhow::anyhow!("CRD without a name"))?;
-    api.patch(&name, &PatchParams::apply("flotilla-testenv").force(), &Patch::Apply(&crd)).await?;
-    tokio::time::timeout(Duration::from_secs(30), await_condition(api, &name, conditions::is_crd_established()))
-        .await
-        .map_err(|_| anyhow::anyhow!("CRD {name} not Established within 30s"))??;
+    let name = crd
+        .metadata
+        .name
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("CRD without a name"))?;
+    api.patch(
+        &name,
+        &PatchParams::apply("flotilla-testenv").force(),
+        &Patch::Apply(&crd),
+    )
+    .await?;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(api, &name, conditions::is_crd_established()),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("CRD {name} not Established within 30s"))??;
     Ok(())
 }
 
 /// Waits (by watching) until `cond` holds for the named object, or fails after `timeout`.
+/// A watch that breaks (for example "too old resource version" under load) is restarted.
 pub async fn wait_for<K>(
     api: &Api<K>,
     name: &str,
     timeout: Duration,
-    cond: impl Fn(&K) -> bool,
+    cond: impl Fn(&K) -> bool + Clone + Send + 'static,
 ) -> anyhow::Result<K>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    let watch = await_condition(api.clone(), name, move |o: Option<&K>| o.is_some_and(&cond));
-    match tokio::time::timeout(timeout, watch).await {
-        Ok(r) => r?.ok_or_else(|| anyhow::anyhow!("{name} vanished")),
-        Err(_) => {
-            let last = api.get_opt(name).await.ok().flatten();
-            anyhow::bail!("timed out after {timeout:?} waiting on {name}; last seen: {last:#?}")
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let c = cond.clone();
+        let watch = await_condition(api.clone(), name, move |o: Option<&K>| o.is_some_and(&c));
+        match tokio::time::timeout_at(deadline, watch).await {
+            Ok(Ok(Some(obj))) => return Ok(obj),
+            Ok(Ok(None)) => anyhow::bail!("{name} vanished"),
+            Ok(Err(e)) => tracing::debug!(error = %e, "watch on {name} broke; restarting it"),
+            Err(_) => {
+                let last = api.get_opt(name).await.ok().flatten();
+                anyhow::bail!("timed out after {timeout:?} waiting on {name}; last seen: {last:#?}")
+            }
         }
     }
 }
 
-/// Waits (by watching) until the named object is gone.
+/// Waits (by watching) until the named object is gone; a broken watch is restarted.
 pub async fn wait_deleted<K>(api: &Api<K>, name: &str, timeout: Duration) -> anyhow::Result<()>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    let watch = await_condition(api.clone(), name, |o: Option<&K>| o.is_none());
-    tokio::time::timeout(timeout, watch)
-        .await
-        .map_err(|_| anyhow::anyhow!("timed out after {timeout:?} waiting for {name} to be deleted"))??;
-    Ok(())
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let watch = await_condition(api.clone(), name, |o: Option<&K>| o.is_none());
+        match tokio::time::timeout_at(deadline, watch).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => tracing::debug!(error = %e, "watch on {name} broke; restarting it"),
+            Err(_) => anyhow::bail!("timed out after {timeout:?} waiting for {name} to be deleted"),
+        }
+    }
 }
 
 /// Polls `probe` (backing off up to 500 ms) until it yields `Some`, failing after `timeout`
@@ -227,9 +288,11 @@ pub async fn list_labelled<K>(api: &Api<K>, selector: &str) -> anyhow::Result<Ve
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    Ok(api.list(&kube::api::ListParams::default().labels(selector)).await?.items)
+    Ok(api
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await?
+        .items)
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -240,12 +303,21 @@ mod tests {
         let v = |m: &str, u: &str| verb_of(&m.parse().unwrap(), &u.parse().unwrap());
         assert_eq!(v("GET", "/api/v1/namespaces/a/pods"), "list");
         assert_eq!(v("GET", "/api/v1/pods"), "list");
-        assert_eq!(v("GET", "/api/v1/namespaces/a/pods?watch=true&resourceVersion=1"), "watch");
+        assert_eq!(
+            v(
+                "GET",
+                "/api/v1/namespaces/a/pods?watch=true&resourceVersion=1"
+            ),
+            "watch"
+        );
         assert_eq!(v("GET", "/api/v1/namespaces/a/pods/p"), "get");
         assert_eq!(v("GET", "/api/v1/namespaces"), "list");
         assert_eq!(v("GET", "/api/v1/namespaces/a"), "get");
         assert_eq!(v("GET", "/apis/apps/v1/namespaces/a/deployments/d"), "get");
-        assert_eq!(v("PATCH", "/apis/x.io/v1/namespaces/a/things/t/status"), "patch");
+        assert_eq!(
+            v("PATCH", "/apis/x.io/v1/namespaces/a/things/t/status"),
+            "patch"
+        );
         assert_eq!(v("DELETE", "/api/v1/namespaces/a/pods"), "deletecollection");
         assert_eq!(v("POST", "/api/v1/namespaces/a/pods"), "create");
     }

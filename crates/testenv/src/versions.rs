@@ -27,12 +27,21 @@ impl Versions {
                 .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
                 .map(|v| v.trim().to_string())
         };
-        Some(Self { kubernetes: get("KUBERNETES")?, etcd: get("ETCD")?, kwok: get("KWOK")? })
+        Some(Self {
+            kubernetes: get("KUBERNETES")?,
+            etcd: get("ETCD")?,
+            kwok: get("KWOK")?,
+        })
     }
 
     /// The Kubernetes minor version, e.g. `36` for `v1.36.5`.
     pub fn kubernetes_minor(&self) -> Option<u32> {
-        self.kubernetes.strip_prefix("v1.")?.split('.').next()?.parse().ok()
+        self.kubernetes
+            .strip_prefix("v1.")?
+            .split('.')
+            .next()?
+            .parse()
+            .ok()
     }
 }
 
@@ -47,12 +56,17 @@ mod tests {
         assert!(v.etcd.starts_with("v3.6."), "etcd 3.6.x is required: {v:?}");
         assert!(v.kwok.starts_with("v0."), "{v:?}");
         // The workspace pins k8s-openapi with feature v1_36: keep the server at the same minor.
-        assert_eq!(v.kubernetes_minor(), Some(36), "update the k8s-openapi feature with the server");
+        assert_eq!(
+            v.kubernetes_minor(),
+            Some(36),
+            "update the k8s-openapi feature with the server"
+        );
     }
 
     #[test]
     fn comments_and_whitespace_are_ignored() {
-        let v = Versions::parse("# KUBERNETES=v0\nKUBERNETES= v1.2.3 \nETCD=v3.6.1\nKWOK=v0.1.0\n").unwrap();
+        let v = Versions::parse("# KUBERNETES=v0\nKUBERNETES= v1.2.3 \nETCD=v3.6.1\nKWOK=v0.1.0\n")
+            .unwrap();
         assert_eq!(v.kubernetes, "v1.2.3");
         assert_eq!(v.kubernetes_minor(), Some(2));
         assert!(Versions::parse("ETCD=v3").is_none());

@@ -20,12 +20,29 @@ fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
 async fn up_is_idempotent_and_reuses_the_running_plane() {
     let _ = client().await;
     let again = testenv::up().expect("second up");
-    assert!(again.reused, "a healthy plane must be reused, not restarted");
+    assert!(
+        again.reused,
+        "a healthy plane must be reused, not restarted"
+    );
     let status = testenv::status();
     assert!(status.api_ready);
-    assert!(status.components.iter().all(|(_, _, alive)| *alive), "{:?}", status.components);
-    let names: Vec<_> = status.components.iter().map(|(n, _, _)| n.as_str()).collect();
-    for c in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] {
+    assert!(
+        status.components.iter().all(|(_, _, alive)| *alive),
+        "{:?}",
+        status.components
+    );
+    let names: Vec<_> = status
+        .components
+        .iter()
+        .map(|(n, _, _)| n.as_str())
+        .collect();
+    for c in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+    ] {
         assert!(names.contains(&c), "{c} missing from {names:?}");
     }
 }
@@ -33,12 +50,29 @@ async fn up_is_idempotent_and_reuses_the_running_plane() {
 #[tokio::test]
 async fn three_ready_nodes_in_distinct_zones() {
     let c = client().await;
-    let nodes = Api::<Node>::all(c).list(&Default::default()).await.unwrap().items;
-    let ready: Vec<_> = nodes.iter().filter(|n| testenv::plane::node_ready(n)).collect();
-    assert!(ready.len() >= 3, "expected 3 Ready nodes, got {}", ready.len());
+    let nodes = Api::<Node>::all(c)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let ready: Vec<_> = nodes
+        .iter()
+        .filter(|n| testenv::plane::node_ready(n))
+        .collect();
+    assert!(
+        ready.len() >= 3,
+        "expected 3 Ready nodes, got {}",
+        ready.len()
+    );
     let zones: BTreeSet<_> = ready
         .iter()
-        .filter_map(|n| n.metadata.labels.as_ref()?.get("topology.kubernetes.io/zone").cloned())
+        .filter_map(|n| {
+            n.metadata
+                .labels
+                .as_ref()?
+                .get("topology.kubernetes.io/zone")
+                .cloned()
+        })
         .collect();
     assert!(zones.len() >= 3, "zones: {zones:?}");
 }
@@ -48,13 +82,24 @@ async fn a_pod_is_scheduled_and_runs_with_a_loopback_ip() {
     let c = client().await;
     let ns = TestNamespace::new(&c, "plane-pod").await;
     let pods: Api<Pod> = Api::namespaced(c, &ns.name);
-    let pod = from(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "img.invalid/x:1"}]}}));
+    let pod = from(
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "img.invalid/x:1"}]}}),
+    );
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    let p = wait_for(&pods, "p", T, |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-        .await
-        .unwrap();
-    let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-    assert!(node.starts_with("kwok-node-"), "scheduled by kube-scheduler onto a kwok node, got {node:?}");
+    let p = wait_for(&pods, "p", T, |p: &Pod| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await
+    .unwrap();
+    let node = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    assert!(
+        node.starts_with("kwok-node-"),
+        "scheduled by kube-scheduler onto a kwok node, got {node:?}"
+    );
     let ip: std::net::IpAddr = p.status.unwrap().pod_ip.expect("pod IP").parse().unwrap();
     assert!(ip.is_loopback(), "pod IPs must be loopback, got {ip}");
 }
@@ -64,12 +109,23 @@ async fn a_job_completes_and_succeeds() {
     let c = client().await;
     let ns = TestNamespace::new(&c, "plane-job").await;
     let jobs: Api<Job> = Api::namespaced(c, &ns.name);
-    let job = from(json!({"metadata": {"name": "j"}, "spec": {"template": {"spec": {
-        "restartPolicy": "Never", "containers": [{"name": "c", "image": "img.invalid/x:1"}]}}}}));
+    let job = from(
+        json!({"metadata": {"name": "j"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "img.invalid/x:1"}]}}}}),
+    );
     jobs.create(&PostParams::default(), &job).await.unwrap();
-    let j = wait_for(&jobs, "j", T, |j: &Job| j.status.as_ref().and_then(|s| s.succeeded) == Some(1)).await.unwrap();
+    let j = wait_for(&jobs, "j", T, |j: &Job| {
+        j.status.as_ref().and_then(|s| s.succeeded) == Some(1)
+    })
+    .await
+    .unwrap();
     let complete = j.status.unwrap().conditions.unwrap_or_default();
-    assert!(complete.iter().any(|c| c.type_ == "Complete" && c.status == "True"), "{complete:?}");
+    assert!(
+        complete
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True"),
+        "{complete:?}"
+    );
 }
 
 #[tokio::test]
@@ -77,16 +133,31 @@ async fn a_cronjob_creates_a_job() {
     let c = client().await;
     let ns = TestNamespace::new(&c, "plane-cron").await;
     let crons: Api<CronJob> = Api::namespaced(c.clone(), &ns.name);
-    let cron = from(json!({"metadata": {"name": "cj"}, "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {
-        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "img.invalid/x:1"}]}}}}}}));
+    let cron = from(
+        json!({"metadata": {"name": "cj"}, "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "img.invalid/x:1"}]}}}}}}),
+    );
     crons.create(&PostParams::default(), &cron).await.unwrap();
     // The schedule fires at the next minute boundary: allow just over a minute.
     let jobs: Api<Job> = Api::namespaced(c, &ns.name);
-    let job = eventually("a Job owned by the CronJob", Duration::from_secs(130), || async {
-        jobs.list(&Default::default()).await.ok()?.items.into_iter().find(|j| {
-            j.metadata.owner_references.iter().flatten().any(|o| o.kind == "CronJob" && o.name == "cj")
-        })
-    })
+    let job = eventually(
+        "a Job owned by the CronJob",
+        Duration::from_secs(130),
+        || async {
+            jobs.list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|j| {
+                    j.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.kind == "CronJob" && o.name == "cj")
+                })
+        },
+    )
     .await
     .unwrap();
     assert!(job.metadata.name.unwrap().starts_with("cj-"));
@@ -97,10 +168,18 @@ async fn deleting_an_owner_garbage_collects_its_dependents() {
     let c = client().await;
     let ns = TestNamespace::new(&c, "plane-gc").await;
     let cms: Api<ConfigMap> = Api::namespaced(c, &ns.name);
-    let owner = cms.create(&PostParams::default(), &from(json!({"metadata": {"name": "owner"}}))).await.unwrap();
+    let owner = cms
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "owner"}})),
+        )
+        .await
+        .unwrap();
     let uid = owner.metadata.uid.unwrap();
-    let dep = from(json!({"metadata": {"name": "dependent", "ownerReferences": [
-        {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]}}));
+    let dep = from(
+        json!({"metadata": {"name": "dependent", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]}}),
+    );
     cms.create(&PostParams::default(), &dep).await.unwrap();
     cms.delete("owner", &DeleteParams::default()).await.unwrap();
     wait_deleted(&cms, "dependent", T).await.unwrap();
@@ -111,10 +190,18 @@ async fn deleting_a_namespace_finishes() {
     let c = client().await;
     let ns = TestNamespace::new(&c, "plane-ns").await;
     let pods: Api<Pod> = Api::namespaced(c.clone(), &ns.name);
-    let pod = from(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "img.invalid/x:1"}]}}));
+    let pod = from(
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "img.invalid/x:1"}]}}),
+    );
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    wait_for(&pods, "p", T, |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).await.unwrap();
+    wait_for(&pods, "p", T, |p: &Pod| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await
+    .unwrap();
     let nss: Api<Namespace> = Api::all(c);
-    nss.delete(&ns.name, &DeleteParams::default()).await.unwrap();
+    nss.delete(&ns.name, &DeleteParams::default())
+        .await
+        .unwrap();
     wait_deleted(&nss, &ns.name, T).await.unwrap();
 }

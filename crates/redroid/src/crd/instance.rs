@@ -1,9 +1,13 @@
 //! The RedroidInstance API (`redroid.isning.moe/v1alpha1`), field-for-field compatible with
 //! isning/redroid-operator: same names, defaults, validation and printer columns.
+// kube's repeated `printcolumn(name = …, type_ = …)` arguments are not duplicates.
+#![allow(clippy::duplicated_attributes)]
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, EnvVar, LocalObjectReference, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvVar, LocalObjectReference, ResourceRequirements, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -23,12 +27,26 @@ use serde::{Deserialize, Serialize};
     doc = "RedroidInstance is an Android-in-container instance with overlayfs storage.",
     printcolumn(name = "Index", type_ = "integer", json_path = ".spec.index"),
     printcolumn(name = "Suspend", type_ = "boolean", json_path = ".spec.suspend"),
-    printcolumn(name = "Suspended", type_ = "string", json_path = ".status.suspended.actor", priority = 1),
-    printcolumn(name = "Woken", type_ = "string", json_path = ".status.woken.actor", priority = 1),
+    printcolumn(
+        name = "Suspended",
+        type_ = "string",
+        json_path = ".status.suspended.actor",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Woken",
+        type_ = "string",
+        json_path = ".status.woken.actor",
+        priority = 1
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Pod", type_ = "string", json_path = ".status.podName"),
     printcolumn(name = "ADB", type_ = "string", json_path = ".status.adbAddress"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RedroidInstanceSpec {

@@ -1,8 +1,12 @@
 //! The RedroidTask API (`redroid.isning.moe/v1alpha1`), field-for-field compatible with
 //! isning/redroid-operator: same names, defaults, validation (including the CEL rule and its
 //! message) and printer columns.
+// kube's repeated `printcolumn(name = …, type_ = …)` arguments are not duplicates.
+#![allow(clippy::duplicated_attributes)]
 
-use k8s_openapi::api::core::v1::{EnvVar, LocalObjectReference, ResourceRequirements, SecurityContext, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{
+    EnvVar, LocalObjectReference, ResourceRequirements, SecurityContext, Volume, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -21,9 +25,21 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.schedule"),
     printcolumn(name = "Suspend", type_ = "boolean", json_path = ".spec.suspend"),
     printcolumn(name = "Active", type_ = "string", json_path = ".status.activeJobs"),
-    printcolumn(name = "LastSchedule", type_ = "date", json_path = ".status.lastScheduleTime"),
-    printcolumn(name = "LastSuccess", type_ = "date", json_path = ".status.lastSuccessfulTime"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "LastSchedule",
+        type_ = "date",
+        json_path = ".status.lastScheduleTime"
+    ),
+    printcolumn(
+        name = "LastSuccess",
+        type_ = "date",
+        json_path = ".status.lastSuccessfulTime"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("!(has(self.suspendInstance) && self.suspendInstance && has(self.wakeInstance) && self.wakeInstance)").message("suspendInstance and wakeInstance are mutually exclusive"))]
 #[serde(rename_all = "camelCase")]
@@ -50,7 +66,10 @@ pub struct RedroidTaskSpec {
     pub starting_deadline_seconds: Option<i64>,
 
     /// Retries of each Job before it is marked failed.
-    #[serde(default = "default_backoff_limit", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default = "default_backoff_limit",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 0))]
     pub backoff_limit: Option<i32>,
 
@@ -197,6 +216,44 @@ pub struct RedroidTaskStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// One-shot tasks: the Job of each instance and how it ended. An instance listed here as
+    /// Succeeded or Failed is never run again, even after its Job is deleted (by
+    /// `ttlSecondsAfterFinished` or by hand).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["instance"]))]
+    pub jobs: Vec<TaskJobStatus>,
+}
+
+/// The Job a one-shot task ran for one instance.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskJobStatus {
+    /// The RedroidInstance.
+    pub instance: String,
+    /// The Job's name.
+    pub job: String,
+    /// Running, Succeeded or Failed.
+    pub phase: TaskJobPhase,
+    /// When the Job finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// Why the Job failed, in one word (e.g. `BackoffLimitExceeded`, `JobDeleted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why the Job failed, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// How far a one-shot task's Job got.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum TaskJobPhase {
+    /// The Job exists and has not finished.
+    Running,
+    /// The Job completed.
+    Succeeded,
+    /// The Job failed, or was deleted before it finished.
+    Failed,
 }
 
 #[allow(clippy::unnecessary_wraps)]

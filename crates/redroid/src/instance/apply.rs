@@ -1,0 +1,315 @@
+//! The only writer of the instance controller: Pods (create, adopt, delete), the Service
+//! (server-side apply, only when it differs), expired overrides, the legacy finalizer, and
+//! Events.
+//!
+//! Contract: every function writes only when there is something to change; a converged
+//! instance passes through here without a single request.
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::build::service::up_to_date;
+use super::validate::{Expired, PodStep};
+use crate::context::Context;
+use crate::crd::RedroidInstance;
+use crate::names;
+
+/// A write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Creating the instance Pod failed.
+    #[error("create pod {name}: {source}")]
+    CreatePod { name: String, source: kube::Error },
+    /// Deleting an instance Pod failed.
+    #[error("delete pod {name}: {source}")]
+    DeletePod { name: String, source: kube::Error },
+    /// Taking over an orphaned Pod failed.
+    #[error("adopt pod {name}: {source}")]
+    AdoptPod { name: String, source: kube::Error },
+    /// Applying the Service failed.
+    #[error("apply service {name}: {source}")]
+    ApplyService { name: String, source: kube::Error },
+    /// Clearing expired overrides failed.
+    #[error("clear expired overrides of {name}: {source}")]
+    ClearOverrides { name: String, source: kube::Error },
+    /// Removing the upstream finalizer failed.
+    #[error("remove legacy finalizer of {name}: {source}")]
+    RemoveFinalizer { name: String, source: kube::Error },
+}
+
+impl kit::reconcile::ReconcileError for ApplyError {
+    fn category(&self) -> &'static str {
+        match self {
+            ApplyError::CreatePod { .. } => "create_pod",
+            ApplyError::DeletePod { .. } => "delete_pod",
+            ApplyError::AdoptPod { .. } => "adopt_pod",
+            ApplyError::ApplyService { .. } => "apply_service",
+            ApplyError::ClearOverrides { .. } => "clear_overrides",
+            ApplyError::RemoveFinalizer { .. } => "remove_finalizer",
+        }
+    }
+}
+
+/// What the Pod step left behind, for the status.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PodState {
+    /// No Pod.
+    Absent,
+    /// The current Pod.
+    Current(Box<Pod>),
+    /// Just created: this name.
+    Created(String),
+    /// Waiting for this Pod to terminate.
+    Terminating(String),
+    /// Waiting for this Pod, controlled by another object, to go.
+    Foreign(String),
+}
+
+/// Publishes an Event about `inst`; failures are logged, never fatal.
+pub async fn event(
+    ctx: &Context,
+    inst: &RedroidInstance,
+    warning: bool,
+    reason: &str,
+    note: String,
+) {
+    let type_ = if warning {
+        EventType::Warning
+    } else {
+        EventType::Normal
+    };
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &inst.object_ref(&())).await {
+        tracing::warn!(error = %e, reason, "publishing event failed");
+    }
+}
+
+fn api<K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>>(
+    ctx: &Context,
+    inst: &RedroidInstance,
+) -> Api<K> {
+    Api::namespaced(ctx.client.clone(), &inst.namespace().unwrap_or_default())
+}
+
+/// Removes the upstream operator's finalizer from an instance being deleted.
+///
+/// A merge patch of the remaining list guarded by resourceVersion: the same safety as a JSON
+/// patch `test` + `remove` (kube's `jsonpatch` feature is not enabled in this workspace).
+pub async fn release_legacy_finalizer(
+    ctx: &Context,
+    inst: &RedroidInstance,
+) -> Result<(), ApplyError> {
+    if !inst
+        .finalizers()
+        .iter()
+        .any(|f| f == names::LEGACY_INSTANCE_FINALIZER)
+    {
+        return Ok(());
+    }
+    let rest: Vec<&String> = inst
+        .finalizers()
+        .iter()
+        .filter(|f| *f != names::LEGACY_INSTANCE_FINALIZER)
+        .collect();
+    let body =
+        json!({"metadata": {"finalizers": rest, "resourceVersion": inst.resource_version()}});
+    let res = api::<RedroidInstance>(ctx, inst)
+        .patch(
+            &inst.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await;
+    match res {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(ApplyError::RemoveFinalizer {
+            name: inst.name_any(),
+            source,
+        }),
+    }
+}
+
+/// Clears expired overrides (a merge patch, whoever set them) and returns the updated instance.
+pub async fn clear_expired(
+    ctx: &Context,
+    inst: &RedroidInstance,
+    expired: Expired,
+) -> Result<Option<RedroidInstance>, ApplyError> {
+    if !expired.woken && !expired.suspended {
+        return Ok(None);
+    }
+    let mut status = serde_json::Map::new();
+    for (hit, key) in [(expired.woken, "woken"), (expired.suspended, "suspended")] {
+        if hit {
+            status.insert(key.into(), serde_json::Value::Null);
+        }
+    }
+    let body = json!({"status": status});
+    let name = inst.name_any();
+    let res = api::<RedroidInstance>(ctx, inst)
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+        .await;
+    let updated = res.map_err(|source| ApplyError::ClearOverrides {
+        name: name.clone(),
+        source,
+    })?;
+    if expired.woken {
+        event(
+            ctx,
+            inst,
+            false,
+            "WokenExpired",
+            "status.woken expired and was cleared".into(),
+        )
+        .await;
+    }
+    if expired.suspended {
+        event(
+            ctx,
+            inst,
+            false,
+            "SuspendedExpired",
+            "status.suspended expired and was cleared".into(),
+        )
+        .await;
+    }
+    Ok(Some(updated))
+}
+
+/// Carries out the Pod step; `desired` is the Pod to create when the step says so.
+pub async fn pods(
+    ctx: &Context,
+    inst: &RedroidInstance,
+    step: PodStep,
+    desired: Option<&Pod>,
+) -> Result<PodState, ApplyError> {
+    let api: Api<Pod> = api(ctx, inst);
+    match step {
+        PodStep::Nothing => Ok(PodState::Absent),
+        PodStep::Keep(pod) => Ok(PodState::Current(Box::new(pod))),
+        PodStep::WaitTerminating(name) => Ok(PodState::Terminating(name)),
+        PodStep::WaitForeign(name) => Ok(PodState::Foreign(name)),
+        PodStep::Adopt(pod) => adopt(&api, inst, pod).await,
+        PodStep::Delete(names) => delete(ctx, &api, inst, names).await,
+        PodStep::Create => match desired {
+            Some(pod) => create(ctx, &api, inst, pod).await,
+            None => Ok(PodState::Absent),
+        },
+    }
+}
+
+async fn create(
+    ctx: &Context,
+    api: &Api<Pod>,
+    inst: &RedroidInstance,
+    pod: &Pod,
+) -> Result<PodState, ApplyError> {
+    let name = pod.name_any();
+    match api
+        .create(
+            &PostParams {
+                field_manager: Some(names::FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            pod,
+        )
+        .await
+    {
+        Ok(_) => {
+            event(
+                ctx,
+                inst,
+                false,
+                "CreatedPod",
+                format!("Created Pod {name}"),
+            )
+            .await;
+            Ok(PodState::Created(name))
+        }
+        // Created by an earlier pass our cache has not seen yet: never a second Pod.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(PodState::Created(name)),
+        Err(source) => {
+            event(
+                ctx,
+                inst,
+                true,
+                "FailedCreatePod",
+                format!("Failed to create Pod {name}: {source}"),
+            )
+            .await;
+            Err(ApplyError::CreatePod { name, source })
+        }
+    }
+}
+
+async fn delete(
+    ctx: &Context,
+    api: &Api<Pod>,
+    inst: &RedroidInstance,
+    names: Vec<String>,
+) -> Result<PodState, ApplyError> {
+    for name in &names {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {
+                event(
+                    ctx,
+                    inst,
+                    false,
+                    "DeletedPod",
+                    format!("Deleted Pod {name}"),
+                )
+                .await
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(source) => {
+                return Err(ApplyError::DeletePod {
+                    name: name.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(PodState::Terminating(
+        names.into_iter().next().unwrap_or_default(),
+    ))
+}
+
+async fn adopt(api: &Api<Pod>, inst: &RedroidInstance, pod: Pod) -> Result<PodState, ApplyError> {
+    let name = pod.name_any();
+    let owner = inst.controller_owner_ref(&());
+    let body = json!({"metadata": {"ownerReferences": [owner], "resourceVersion": pod.resource_version()}});
+    let res = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+        .await;
+    let adopted = res.map_err(|source| ApplyError::AdoptPod { name, source })?;
+    Ok(PodState::Current(Box::new(adopted)))
+}
+
+/// Applies the Service when the live one differs.
+pub async fn service(
+    ctx: &Context,
+    inst: &RedroidInstance,
+    desired: &Service,
+    live: Option<&Service>,
+) -> Result<(), ApplyError> {
+    if live.is_some_and(|l| up_to_date(l, desired)) {
+        return Ok(());
+    }
+    let name = desired.name_any();
+    let params = PatchParams::apply(names::FIELD_MANAGER).force();
+    let res = api::<Service>(ctx, inst)
+        .patch(&name, &params, &Patch::Apply(desired))
+        .await;
+    res.map(|_| ())
+        .map_err(|source| ApplyError::ApplyService { name, source })
+}

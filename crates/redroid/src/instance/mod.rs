@@ -1,0 +1,239 @@
+//! The RedroidInstance controller: one Pod (managed directly) and one ADB Service per
+//! instance, the seed's 4-level desired phase, timed expiry of overrides, index safety.
+//!
+//! Contract of [`reconcile`], as named steps: `release_legacy_finalizer` (deleting objects
+//! only) → `clear_expired_overrides` → `observe` → `validate` (desired phase, conflicts) →
+//! `build` (Pod and Service) → `apply_service` → `apply_pod` → `write_status` → `publish_events`.
+//! It never writes the spec; a pass with nothing to do makes no write at all; it requeues at
+//! the earliest pending override `until`, and shortly while waiting for a Pod to go.
+
+pub mod apply;
+pub mod build;
+pub mod observe;
+pub mod status;
+pub mod validate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kit::controller::{ControllerSettings, RunContext, run_controller};
+use kit::reconcile::{Outcome, ReconcileError};
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use kube::{Resource, ResourceExt};
+
+use crate::context::Context;
+use crate::crd::RedroidInstance;
+use crate::names;
+use apply::{ApplyError, PodState};
+use observe::ObserveError;
+use status::StatusError;
+
+/// How often to look again while waiting for a Pod we do not get events for.
+const WAIT: Duration = Duration::from_secs(2);
+
+/// A failed reconcile, by step.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading failed.
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    /// Writing a child, an override or the finalizer failed.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    /// Writing the status failed.
+    #[error(transparent)]
+    Status(#[from] StatusError),
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::Observe(e) => e.category(),
+            Error::Apply(e) => e.category(),
+            Error::Status(e) => e.category(),
+        }
+    }
+}
+
+/// What [`reconcile`] gets: the shared context and, when run by [`run`], the instance store.
+pub struct Reconciler {
+    /// The operator context.
+    pub ctx: Arc<Context>,
+    store: Option<Store<RedroidInstance>>,
+}
+
+impl Reconciler {
+    /// A reconciler that lists peer instances from the API (tests, tools).
+    pub fn new(ctx: Arc<Context>) -> Self {
+        Self { ctx, store: None }
+    }
+}
+
+/// One reconcile pass of `inst` (see the module docs).
+pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result<Action, Error> {
+    let ctx = &r.ctx;
+    if inst.meta().deletion_timestamp.is_some() {
+        apply::release_legacy_finalizer(ctx, &inst).await?;
+        ctx.backoff.forget(&*inst);
+        return Ok(Action::await_change());
+    }
+    if let Some(store) = &r.store {
+        // Peers must come from a complete cache, or a conflict could be missed at start-up.
+        let _ = store.wait_until_ready().await;
+    }
+    let now = Timestamp::now();
+    let cleared = apply::clear_expired(ctx, &inst, validate::expired_overrides(&inst, now)).await?;
+    let inst = cleared.map(Arc::new).unwrap_or(inst);
+    let seen = observe::observe(ctx, r.store.as_ref(), &inst).await?;
+    let want = validate::want(&inst, now);
+    let block = (want == validate::Want::Run)
+        .then(|| validate::block(&inst, &seen.peers, &seen.peer_pods, &seen.sidecars, now))
+        .flatten();
+    let model = build::Model::new(&inst, &ctx.settings.kmsg_tools_image);
+    let desired_pod = model
+        .as_ref()
+        .filter(|_| want == validate::Want::Run && block.is_none())
+        .map(build::pod::pod);
+    if let (
+        Some(m),
+        None | Some(validate::Block::IndexConflict(_) | validate::Block::DataInUse(_)),
+    ) = (&model, &block)
+    {
+        apply::service(
+            ctx,
+            &inst,
+            &build::service::service(m),
+            seen.service.as_ref(),
+        )
+        .await?;
+    }
+    let hash = desired_pod.as_ref().and_then(|p| {
+        p.annotations()
+            .get(names::POD_TEMPLATE_HASH_ANNOTATION)
+            .cloned()
+    });
+    let step = validate::pod_step(&seen.pods, &inst.uid().unwrap_or_default(), hash.as_deref());
+    let pod = apply::pods(ctx, &inst, step, desired_pod.as_ref()).await?;
+    let facts = status::Facts {
+        want: &want,
+        block: block.as_ref(),
+        pod: &pod,
+    };
+    let new = status::compute(&inst, &facts, now);
+    if status::write(ctx, &inst, &new).await? {
+        for (warning, reason, note) in status::transitions(inst.status.as_ref(), &new) {
+            apply::event(ctx, &inst, warning, reason, note).await;
+        }
+    }
+    let outcome = requeue(&inst, &pod, block.as_ref(), now);
+    Ok(ctx.backoff.succeeded(&*inst, outcome))
+}
+
+fn requeue(
+    inst: &RedroidInstance,
+    pod: &PodState,
+    block: Option<&validate::Block>,
+    now: Timestamp,
+) -> Outcome {
+    let expiry = validate::next_expiry(inst, now).map_or(Outcome::Done, Outcome::RequeueAfter);
+    // Orphans, foreign Pods and peers' Pods send us no events; owned Pods do, this is a backstop.
+    let waiting = matches!(pod, PodState::Terminating(_) | PodState::Foreign(_))
+        || matches!(block, Some(validate::Block::IndexConflict(m)) if m.starts_with("waiting"));
+    expiry.sooner(if waiting {
+        Outcome::RequeueAfter(WAIT)
+    } else {
+        Outcome::Done
+    })
+}
+
+/// Retry policy: transient errors back off per object, permanent ones wait for a change.
+pub fn error_policy(inst: Arc<RedroidInstance>, err: &Error, r: Arc<Reconciler>) -> Action {
+    r.ctx.backoff.failed(&*inst, err)
+}
+
+fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the instance controller until `rc.shutdown` is cancelled: RedroidInstances in
+/// `namespace` (cluster-wide when `None`), their Pods and Services, instances sharing data
+/// (index conflicts) and data-sidecar task pods (DataInUse).
+pub async fn run(
+    ctx: Arc<Context>,
+    rc: RunContext,
+    namespace: Option<String>,
+) -> anyhow::Result<()> {
+    let ns = namespace.as_deref();
+    let client = &ctx.client;
+    let controller = Controller::new(
+        api::<RedroidInstance>(client, ns),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    let peers = store.clone();
+    let sidecars = watcher::Config::default().labels(&format!("{}=true", names::SIDECAR_LABEL));
+    let controller = controller
+        .owns(
+            api::<Pod>(client, ns),
+            watcher::Config::default().labels(&format!(
+                "{}={}",
+                names::MANAGED_BY_LABEL,
+                names::MANAGED_BY
+            )),
+        )
+        .owns(api::<Service>(client, ns), watcher::Config::default())
+        .watches(
+            api::<RedroidInstance>(client, ns),
+            watcher::Config::default(),
+            move |changed| sharing(&peers, &changed),
+        )
+        .watches(api::<Pod>(client, ns), sidecars, |pod| sidecar_owner(&pod));
+    let reconciler = Arc::new(Reconciler {
+        ctx,
+        store: Some(store),
+    });
+    let settings = ControllerSettings::new(names::INSTANCE_CONTROLLER);
+    run_controller(
+        controller,
+        &settings,
+        &rc.metrics,
+        reconcile,
+        error_policy,
+        reconciler,
+        rc.shutdown.clone(),
+    )
+    .await;
+    Ok(())
+}
+
+// Every other instance sharing the changed instance's data: a deletion or stop frees them.
+fn sharing(
+    store: &Store<RedroidInstance>,
+    changed: &RedroidInstance,
+) -> Vec<ObjectRef<RedroidInstance>> {
+    let (name, ns) = (changed.name_any(), changed.namespace());
+    let others = store
+        .state()
+        .into_iter()
+        .filter(|i| i.namespace() == ns && i.name_any() != name);
+    others
+        .filter(|i| validate::shares_data(&i.spec, &changed.spec))
+        .map(|i| ObjectRef::from(&*i))
+        .collect()
+}
+
+fn sidecar_owner(pod: &Pod) -> Option<ObjectRef<RedroidInstance>> {
+    let instance = pod.labels().get(names::INSTANCE_LABEL)?;
+    Some(ObjectRef::new(instance).within(&pod.namespace()?))
+}

@@ -1,0 +1,322 @@
+//! The instance status: phase, podName, adbAddress, Ready and Scheduled (reasons of reference
+//! §3.2 plus IndexConflict / DataInUse / InvalidSpec / PodTerminating), observedGeneration.
+//!
+//! Contract: [`compute`] is pure and deterministic (conditions keep lastTransitionTime unless
+//! their status flips); overrides (`suspended`, `woken`) are carried over untouched, since
+//! the operator only clears expired ones (elsewhere). [`write`] makes at most one status
+//! patch, and none when nothing changed. [`transitions`] lists the Events a change deserves.
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use kit::conditions::{Desired, upsert};
+use kube::ResourceExt;
+use kube::api::Api;
+
+use super::apply::PodState;
+use super::validate::{Block, Want};
+use crate::context::Context;
+use crate::crd::{InstancePhase, RedroidInstance, RedroidInstanceStatus};
+use crate::names;
+
+/// Writing the status failed.
+#[derive(Debug, thiserror::Error)]
+#[error("patch status of {name}: {source}")]
+pub struct StatusError {
+    name: String,
+    source: kube::Error,
+}
+
+impl kit::reconcile::ReconcileError for StatusError {
+    fn category(&self) -> &'static str {
+        "patch_status"
+    }
+}
+
+/// Everything the status is computed from.
+pub struct Facts<'a> {
+    /// The desired phase.
+    pub want: &'a Want,
+    /// Why the instance may not run, if so.
+    pub block: Option<&'a Block>,
+    /// What the Pod step left.
+    pub pod: &'a PodState,
+}
+
+struct View {
+    phase: InstancePhase,
+    pod: Option<String>,
+    adb: bool,
+    ready: (bool, &'static str, String),
+    scheduled: (bool, &'static str, String),
+}
+
+/// The desired status of `inst`.
+pub fn compute(inst: &RedroidInstance, facts: &Facts, now: Timestamp) -> RedroidInstanceStatus {
+    let addr = names::adb_address(
+        &inst.name_any(),
+        &inst.namespace().unwrap_or_default(),
+        inst.spec.adb_port,
+    );
+    let v = view(facts, &addr);
+    let generation = inst.metadata.generation;
+    let mut status = inst.status.clone().unwrap_or_default();
+    status.observed_generation = generation;
+    status.phase = Some(v.phase);
+    status.adb_address = v.adb.then_some(addr);
+    status.pod_name = v.pod;
+    let (ok, reason, msg) = v.ready;
+    upsert(
+        &mut status.conditions,
+        Desired::new("Ready", ok, reason, msg).observed(generation),
+        now,
+    );
+    let (ok, reason, msg) = v.scheduled;
+    upsert(
+        &mut status.conditions,
+        Desired::new("Scheduled", ok, reason, msg).observed(generation),
+        now,
+    );
+    status
+}
+
+fn pending(reason: &'static str, msg: String) -> View {
+    View {
+        phase: InstancePhase::Pending,
+        pod: None,
+        adb: false,
+        ready: (false, reason, msg.clone()),
+        scheduled: (false, reason, msg),
+    }
+}
+
+fn view(facts: &Facts, addr: &str) -> View {
+    match (facts.pod, facts.block) {
+        (PodState::Terminating(p), _) => View {
+            pod: Some(p.clone()),
+            ..pending(
+                "PodTerminating",
+                format!("Waiting for Pod {p:?} to terminate."),
+            )
+        },
+        (PodState::Foreign(p), _) => pending(
+            "PodConflict",
+            format!(
+                "Pod {p:?} carries this instance's labels but is controlled by another object; waiting for it to go."
+            ),
+        ),
+        (_, Some(Block::IndexConflict(m))) => {
+            pending("IndexConflict", format!("Not started: instance {m}."))
+        }
+        (_, Some(Block::DataInUse(m))) => pending("DataInUse", format!("Not started: {m}.")),
+        (_, Some(Block::Invalid(m))) => pending("InvalidSpec", m.clone()),
+        (PodState::Absent, _) => stopped(facts.want),
+        (PodState::Created(p), _) => created(p),
+        (PodState::Current(pod), _) => from_pod(pod, addr),
+    }
+}
+
+fn stopped(want: &Want) -> View {
+    let msg = match want {
+        Want::StopSpec => "Instance is stopped by spec.suspend.".to_string(),
+        Want::StopOverride(actor) => {
+            format!("Instance is temporarily suspended by {actor:?} (status.suspended).")
+        }
+        Want::Run => "Instance is stopped.".to_string(),
+    };
+    let scheduled = (
+        false,
+        "Stopped",
+        "Instance is stopped; no Pod is scheduled.".to_string(),
+    );
+    View {
+        phase: InstancePhase::Stopped,
+        pod: None,
+        adb: false,
+        ready: (false, "Stopped", msg),
+        scheduled,
+    }
+}
+
+fn created(p: &str) -> View {
+    let ready = (
+        false,
+        "Pending",
+        format!("Pod {p:?} is pending scheduling or startup."),
+    );
+    View {
+        phase: InstancePhase::Pending,
+        pod: Some(p.into()),
+        adb: false,
+        ready,
+        scheduled: (true, "PodCreated", format!("Pod {p:?} was created.")),
+    }
+}
+
+fn pod_condition<'a>(
+    pod: &'a Pod,
+    type_: &str,
+) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+fn from_pod(pod: &Pod, addr: &str) -> View {
+    let p = pod.name_any();
+    let status = pod.status.as_ref();
+    let scheduled = match pod_condition(pod, "PodScheduled").filter(|c| c.status == "False") {
+        Some(c) => (
+            false,
+            "Unschedulable",
+            format!(
+                "Pod {p:?} cannot be scheduled: {}",
+                c.message.clone().unwrap_or_default()
+            ),
+        ),
+        None => (true, "PodCreated", format!("Pod {p:?} was created.")),
+    };
+    let base = View {
+        phase: InstancePhase::Pending,
+        pod: Some(p.clone()),
+        adb: false,
+        ready: created(&p).ready,
+        scheduled,
+    };
+    match status.and_then(|s| s.phase.as_deref()) {
+        Some("Running")
+            if status
+                .and_then(|s| s.pod_ip.as_deref())
+                .is_none_or(str::is_empty) =>
+        {
+            View {
+                phase: InstancePhase::Running,
+                ready: (
+                    false,
+                    "PodRunningNoADB",
+                    format!("Pod {p:?} is running but has no IP yet; ADB is not reachable."),
+                ),
+                ..base
+            }
+        }
+        Some("Running") => View {
+            phase: InstancePhase::Running,
+            adb: true,
+            ready: (
+                true,
+                "Running",
+                format!("Pod {p:?} is running; ADB available at {addr}."),
+            ),
+            ..base
+        },
+        Some("Failed") => {
+            let scheduled = (
+                true,
+                "PodCreated",
+                format!("Pod {p:?} was created but failed."),
+            );
+            View {
+                phase: InstancePhase::Failed,
+                ready: (
+                    false,
+                    "PodFailed",
+                    format!("Pod {p:?} failed: {}", failure(pod)),
+                ),
+                scheduled,
+                ..base
+            }
+        }
+        Some("Succeeded") => View {
+            phase: InstancePhase::Stopped,
+            adb: false,
+            ready: (
+                false,
+                "Stopped",
+                format!("Pod {p:?} exited; delete it or toggle spec.suspend to start again."),
+            ),
+            ..base
+        },
+        _ => base,
+    }
+}
+
+/// What went wrong in a failed Pod: each container that exited non-zero, else the Pod message.
+pub fn failure(pod: &Pod) -> String {
+    let status = pod.status.as_ref();
+    let all = status.into_iter().flat_map(|s| {
+        s.init_container_statuses
+            .iter()
+            .flatten()
+            .chain(s.container_statuses.iter().flatten())
+    });
+    let parts: Vec<String> = all.filter_map(exited).collect();
+    if !parts.is_empty() {
+        return parts.join("; ");
+    }
+    match status.and_then(|s| s.message.clone()).filter(|m| !m.is_empty()) {
+        Some(m) => m,
+        None => "no container reported an exit code; inspect the Pod's events and logs (kubectl describe pod).".into(),
+    }
+}
+
+fn exited(c: &ContainerStatus) -> Option<String> {
+    let t = c
+        .state
+        .as_ref()?
+        .terminated
+        .as_ref()
+        .filter(|t| t.exit_code != 0)?;
+    let mut s = format!("container {:?} exited with code {}", c.name, t.exit_code);
+    if let Some(r) = t.reason.as_deref().filter(|r| !r.is_empty()) {
+        s.push_str(&format!(" (reason: {r})"));
+    }
+    if let Some(m) = t.message.as_deref().filter(|m| !m.is_empty()) {
+        s.push_str(&format!(": {m}"));
+    }
+    Some(s)
+}
+
+fn ready_reason(s: Option<&RedroidInstanceStatus>) -> Option<(String, String)> {
+    let c = kit::conditions::get(&s?.conditions, "Ready")?;
+    Some((c.reason.clone(), c.status.clone()))
+}
+
+/// Events for the change from `old` to `new`: (warning, reason, note).
+pub fn transitions(
+    old: Option<&RedroidInstanceStatus>,
+    new: &RedroidInstanceStatus,
+) -> Vec<(bool, &'static str, String)> {
+    let (before, after) = (ready_reason(old), ready_reason(Some(new)));
+    if before == after {
+        return Vec::new();
+    }
+    let msg = kit::conditions::get(&new.conditions, "Ready")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    match after.as_ref().map(|(r, s)| (r.as_str(), s.as_str())) {
+        Some(("Running", "True")) => vec![(false, "InstanceReady", msg)],
+        Some(("PodFailed", _)) => vec![(true, "InstanceFailed", msg)],
+        Some(("IndexConflict", _)) => vec![(true, "IndexConflict", msg)],
+        Some(("DataInUse", _)) => vec![(false, "DataInUse", msg)],
+        Some(("InvalidSpec", _)) => vec![(true, "InvalidSpec", msg)],
+        _ => Vec::new(),
+    }
+}
+
+/// Patches the status when it differs; returns whether it wrote.
+pub async fn write(
+    ctx: &Context,
+    inst: &RedroidInstance,
+    desired: &RedroidInstanceStatus,
+) -> Result<bool, StatusError> {
+    let api: Api<RedroidInstance> =
+        Api::namespaced(ctx.client.clone(), &inst.namespace().unwrap_or_default());
+    kit::status::patch_status_if_changed(&api, inst, desired, names::FIELD_MANAGER)
+        .await
+        .map_err(|source| StatusError {
+            name: inst.name_any(),
+            source,
+        })
+}

@@ -1,0 +1,437 @@
+//! End to end under the operator's own RBAC: the hand-written deploy/redroid/rbac is applied to
+//! the local plane, the operator runs in-process with a bound token of its ServiceAccount (not
+//! admin), and a RedroidInstance and a one-shot RedroidTask converge. A permission missing from
+//! the YAML fails this test; a permission the operator should not have fails the restriction test.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
+use kit::flags::OperatorFlags;
+use kit::telemetry::LogFormat;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use redroid::crd::{InstancePhase, RedroidInstance, RedroidTask};
+use redroid::{Flags, names};
+use tokio_util::sync::CancellationToken;
+
+const DEPLOY_NAMESPACE: &str = "redroid-system";
+const OPERATOR_SA: &str = "redroid-operator";
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redroid")
+}
+
+/// Every object of deploy/redroid/rbac, moved into `namespace`, with a ClusterRoleBinding name
+/// unique to this run so parallel runs never fight over one binding.
+fn rbac_objects(namespace: &str) -> anyhow::Result<Vec<DynamicObject>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(deploy_dir().join("rbac"))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.retain(|p| {
+        p.extension().is_some_and(|e| e == "yaml") && !p.ends_with("kustomization.yaml")
+    });
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file)?;
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let mut obj: DynamicObject = serde::Deserialize::deserialize(doc)?;
+            relocate(&mut obj, namespace);
+            out.push(obj);
+        }
+    }
+    Ok(out)
+}
+
+fn relocate(obj: &mut DynamicObject, namespace: &str) {
+    if obj.metadata.namespace.as_deref() == Some(DEPLOY_NAMESPACE) {
+        obj.metadata.namespace = Some(namespace.to_owned());
+    }
+    if let Some(subjects) = obj.data.get_mut("subjects").and_then(|s| s.as_array_mut()) {
+        for s in subjects
+            .iter_mut()
+            .filter(|s| s["namespace"] == DEPLOY_NAMESPACE)
+        {
+            s["namespace"] = namespace.into();
+        }
+    }
+    if kind(obj) == "ClusterRoleBinding" {
+        obj.metadata.name = Some(format!("{}-{namespace}", obj.name_any()));
+    }
+}
+
+fn kind(obj: &DynamicObject) -> &str {
+    obj.types
+        .as_ref()
+        .map(|t| t.kind.as_str())
+        .unwrap_or_default()
+}
+
+async fn apply(client: &Client, obj: &DynamicObject) -> anyhow::Result<()> {
+    let types = obj
+        .types
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("object without apiVersion/kind"))?;
+    let ar = ApiResource::from_gvk(&GroupVersionKind::try_from(types)?);
+    let api: Api<DynamicObject> = match &obj.metadata.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    let pp = PatchParams::apply("redroid-e2e-rbac").force();
+    api.patch(&obj.name_any(), &pp, &Patch::Apply(obj)).await?;
+    Ok(())
+}
+
+/// Applies the RBAC into `namespace`; returns the run's ClusterRoleBinding name for cleanup.
+async fn install_rbac(admin: &Client, namespace: &str) -> anyhow::Result<String> {
+    let mut binding = String::new();
+    for obj in rbac_objects(namespace)? {
+        apply(admin, &obj).await?;
+        if kind(&obj) == "ClusterRoleBinding" {
+            binding = obj.name_any();
+        }
+    }
+    anyhow::ensure!(
+        !binding.is_empty(),
+        "deploy/redroid/rbac has no ClusterRoleBinding"
+    );
+    Ok(binding)
+}
+
+/// Deletes this run's cluster-scoped objects (the ClusterRoleBinding, PersistentVolumes) when
+/// the test ends; the namespace takes everything else with it. Through kubectl, like
+/// `TestNamespace`, so the deletion outlives the test's runtime.
+struct ClusterCleanup(Vec<(&'static str, String)>);
+
+impl Drop for ClusterCleanup {
+    fn drop(&mut self) {
+        let Some(state) = testenv::plane::read_state() else {
+            return;
+        };
+        for (kind, name) in &self.0 {
+            let _ = std::process::Command::new(state.bin_dir.join("kubectl"))
+                .arg(format!(
+                    "--kubeconfig={}",
+                    testenv::kubeconfig_path().display()
+                ))
+                .args(["delete", kind, name, "--wait=false", "--ignore-not-found"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+        }
+    }
+}
+
+/// The two PVCs an instance mounts by default, each pre-bound to its own static PV: the
+/// scheduler places a pod only once its claims are bound. Returns the PV names.
+async fn storage(admin: &Client, namespace: &str) -> anyhow::Result<Vec<String>> {
+    let pp = PatchParams::apply("redroid-e2e-rbac").force();
+    let mut pvs = Vec::new();
+    for claim in ["redroid-data-base-pvc", "redroid-data-diff-pvc"] {
+        let pv_name = format!("{namespace}-{claim}");
+        let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
+            "spec": {
+                "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                "hostPath": {"path": format!("/tmp/{pv_name}")},
+                "claimRef": {"namespace": namespace, "name": claim},
+            },
+        }))?;
+        Api::<PersistentVolume>::all(admin.clone())
+            .patch(&pv_name, &pp, &Patch::Apply(&pv))
+            .await?;
+        let pvc: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
+            "spec": {
+                "accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }))?;
+        Api::<PersistentVolumeClaim>::namespaced(admin.clone(), namespace)
+            .patch(claim, &pp, &Patch::Apply(&pvc))
+            .await?;
+        pvs.push(pv_name);
+    }
+    Ok(pvs)
+}
+
+async fn setup(prefix: &str) -> anyhow::Result<(Client, testenv::TestNamespace, ClusterCleanup)> {
+    let admin = testenv::client().await;
+    for crd in redroid::crd::crds() {
+        testenv::install_crd(&admin, crd).await?;
+    }
+    let ns = testenv::TestNamespace::new(&admin, prefix).await;
+    let mut cleanup = ClusterCleanup(vec![(
+        "clusterrolebinding",
+        install_rbac(&admin, &ns.name).await?,
+    )]);
+    cleanup.0.extend(
+        storage(&admin, &ns.name)
+            .await?
+            .into_iter()
+            .map(|pv| ("persistentvolume", pv)),
+    );
+    Ok((admin, ns, cleanup))
+}
+
+fn flags(namespace: &str) -> Flags {
+    Flags {
+        operator: OperatorFlags {
+            metrics_addr: "127.0.0.1:0".parse().expect("addr"),
+            probe_addr: "127.0.0.1:0".parse().expect("addr"),
+            leader_elect: true,
+            lease_name: None,
+            lease_namespace: Some(namespace.to_owned()),
+            log_format: LogFormat::Text,
+            log_level: Some("info".into()),
+        },
+        watch_namespaces: namespace.to_owned(),
+        kmsg_tools_image: names::DEFAULT_KMSG_TOOLS_IMAGE.to_owned(),
+    }
+}
+
+fn instance(name: &str, index: i32) -> RedroidInstance {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "redroid.isning.moe/v1alpha1", "kind": "RedroidInstance",
+        "metadata": {"name": name},
+        "spec": {"index": index, "image": "registry.invalid/redroid:16"},
+    }))
+    .expect("instance")
+}
+
+fn one_shot_task(name: &str, instance: &str) -> RedroidTask {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "redroid.isning.moe/v1alpha1", "kind": "RedroidTask",
+        "metadata": {"name": name},
+        "spec": {
+            "instances": [{"name": instance}],
+            "integrations": [{"name": "probe", "image": "registry.invalid/adb-probe:1", "args": ["getprop"]}],
+        },
+    }))
+    .expect("task")
+}
+
+fn condition_true(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_converges_under_its_own_rbac() -> anyhow::Result<()> {
+    let (admin, ns, _cleanup) = setup("redroid-rbac").await?;
+    let sa_client = testenv::service_account_client(&admin, &ns.name, OPERATOR_SA).await?;
+    let shutdown = CancellationToken::new();
+    let operator = tokio::spawn(redroid::run_with_client(
+        flags(&ns.name),
+        sa_client,
+        shutdown.clone(),
+    ));
+
+    let instances: Api<RedroidInstance> = Api::namespaced(admin.clone(), &ns.name);
+    instances
+        .create(&PostParams::default(), &instance("android-0", 0))
+        .await?;
+    let running = testenv::wait_for(&instances, "android-0", TIMEOUT, |i| {
+        i.status.as_ref().is_some_and(|s| {
+            s.phase == Some(InstancePhase::Running)
+                && s.adb_address.as_deref().is_some_and(|a| !a.is_empty())
+        })
+    })
+    .await?;
+    let address = running
+        .status
+        .and_then(|s| s.adb_address)
+        .unwrap_or_default();
+    assert_eq!(address, names::adb_address("android-0", &ns.name, 5555));
+
+    let tasks: Api<RedroidTask> = Api::namespaced(admin.clone(), &ns.name);
+    tasks
+        .create(&PostParams::default(), &one_shot_task("check", "android-0"))
+        .await?;
+    testenv::wait_for(&tasks, "check", TIMEOUT, |t| {
+        t.status
+            .as_ref()
+            .is_some_and(|s| condition_true(&s.conditions, "Complete"))
+    })
+    .await?;
+
+    // Leader election ran under the Role in the operator's namespace.
+    let lease = Api::<Lease>::namespaced(admin.clone(), &ns.name)
+        .get(redroid::run::LEASE_NAME)
+        .await?;
+    assert!(
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .is_some_and(|h| !h.is_empty()),
+        "the operator holds the lease"
+    );
+
+    assert!(
+        !operator.is_finished(),
+        "the operator kept running: no permission error ended it"
+    );
+    shutdown.cancel();
+    tokio::time::timeout(TIMEOUT, operator)
+        .await??
+        .map_err(|e| anyhow::anyhow!("operator failed: {e:#}"))?;
+    Ok(())
+}
+
+async fn allowed(admin: &Client, user: &str, attrs: ResourceAttributes) -> anyhow::Result<bool> {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.to_owned()),
+            resource_attributes: Some(attrs),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(admin.clone())
+        .create(&PostParams::default(), &review)
+        .await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+fn attrs(
+    namespace: &str,
+    group: &str,
+    resource: &str,
+    subresource: Option<&str>,
+    verb: &str,
+) -> ResourceAttributes {
+    ResourceAttributes {
+        namespace: Some(namespace.to_owned()),
+        group: Some(group.to_owned()),
+        resource: Some(resource.to_owned()),
+        subresource: subresource.map(str::to_owned),
+        verb: Some(verb.to_owned()),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn operator_identity_is_restricted() -> anyhow::Result<()> {
+    let (admin, ns, _cleanup) = setup("redroid-rbac-deny").await?;
+    let sa = testenv::service_account_client(&admin, &ns.name, OPERATOR_SA).await?;
+
+    let err = Api::<Secret>::namespaced(sa, &ns.name)
+        .list(&Default::default())
+        .await
+        .expect_err("secrets are off limits");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 403),
+        "expected 403, got {err:?}"
+    );
+
+    let user = format!("system:serviceaccount:{}:{OPERATOR_SA}", ns.name);
+    let denied = [
+        attrs(&ns.name, "", "pods", Some("log"), "get"),
+        attrs(&ns.name, "", "pods", Some("portforward"), "create"),
+        attrs(&ns.name, "", "pods", Some("exec"), "create"),
+        attrs(&ns.name, "", "configmaps", None, "update"),
+        attrs(
+            &ns.name,
+            "redroid.isning.moe",
+            "redroidinstances",
+            None,
+            "delete",
+        ),
+        attrs(
+            &ns.name,
+            "redroid.isning.moe",
+            "redroidtasks",
+            None,
+            "create",
+        ),
+        attrs(
+            "kube-system",
+            "coordination.k8s.io",
+            "leases",
+            None,
+            "update",
+        ),
+        attrs(
+            &ns.name,
+            "rbac.authorization.k8s.io",
+            "roles",
+            None,
+            "create",
+        ),
+    ];
+    for a in denied {
+        let what = format!(
+            "{} {}/{:?}",
+            a.verb.clone().unwrap_or_default(),
+            a.resource.clone().unwrap_or_default(),
+            a.subresource
+        );
+        assert!(
+            !allowed(&admin, &user, a).await?,
+            "the operator must not be allowed to {what}"
+        );
+    }
+    let granted = attrs(&ns.name, "coordination.k8s.io", "leases", None, "update");
+    assert!(
+        allowed(&admin, &user, granted).await?,
+        "leases in its own namespace are allowed"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn kustomize_install_passes_server_dry_run() -> anyhow::Result<()> {
+    let admin = testenv::client().await;
+    // Namespaced objects are admitted only into an existing namespace, even in a dry run; the
+    // install's own Namespace object is applied for real (it is what the install creates first).
+    let text = std::fs::read_to_string(deploy_dir().join("manager/namespace.yaml"))?;
+    let namespace: DynamicObject = serde_yaml::from_str(&text)?;
+    apply(&admin, &namespace).await?;
+
+    let state = testenv::plane::read_state().ok_or_else(|| anyhow::anyhow!("no plane state"))?;
+    let out = std::process::Command::new(state.bin_dir.join("kubectl"))
+        .arg(format!(
+            "--kubeconfig={}",
+            testenv::kubeconfig_path().display()
+        ))
+        .args([
+            "apply",
+            "-k",
+            &deploy_dir().display().to_string(),
+            "--dry-run=server",
+        ])
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubectl apply -k failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expected in [
+        "customresourcedefinition.apiextensions.k8s.io/redroidinstances.redroid.isning.moe",
+        "customresourcedefinition.apiextensions.k8s.io/redroidtasks.redroid.isning.moe",
+        "serviceaccount/redroid-operator",
+        "clusterrole.rbac.authorization.k8s.io/redroid-operator",
+        "clusterrolebinding.rbac.authorization.k8s.io/redroid-operator",
+        "role.rbac.authorization.k8s.io/redroid-operator-leader-election",
+        "rolebinding.rbac.authorization.k8s.io/redroid-operator-leader-election",
+        "deployment.apps/redroid-operator",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{expected} missing from the install:\n{stdout}"
+        );
+    }
+    Ok(())
+}
