@@ -45,6 +45,9 @@ async fn main() -> anyhow::Result<()> {
         .create(&PostParams::default(), &nsobj)
         .await?;
 
+    for claim in ["redroid-data-base-pvc", "redroid-data-diff-pvc"] {
+        testenv::bound_claim(&admin, &ns, claim).await?;
+    }
     let (client, counts) = testenv::counting_client().await;
     let flags = redroid::Flags::try_parse_from([
         "redroid-operator",

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +29,7 @@ pub const NODES: usize = 3;
 pub const ZONES: [&str; NODES] = ["zone-a", "zone-b", "zone-c"];
 
 /// Bumped whenever the way the plane is started changes, so `up` replaces an older plane.
-pub const PLANE_REVISION: u32 = 2;
+pub const PLANE_REVISION: u32 = 3;
 
 /// Service cluster IP range: a /16 so thousands of Services fit (benchmarks). The addresses are
 /// API objects only; nothing ever dials them.
@@ -316,6 +317,12 @@ fn start_plane(bin: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State
             "pod/fast/pod-complete.yaml",
             "pod/fast/pod-delete.yaml",
             "pod/chaos/pod-container-running-failed.yaml",
+            // Dynamic provisioning for the default StorageClass `kwok-volume` (created below):
+            // PVCs bind, and their PVs go away with them.
+            "volume/fast/pvc-provision.yaml",
+            "volume/fast/pv-bind.yaml",
+            "volume/fast/pv-delete.yaml",
+            "volume/fast/pvc-delete.yaml",
         ] {
             kwok_args.push(format!("--config={}", s(stages.join(stage))));
         }
@@ -417,6 +424,7 @@ async fn create_nodes_and_wait(timeout: Duration) -> anyhow::Result<()> {
             Err(e) => return Err(e.into()),
         }
     }
+    create_storage_class(&client).await?;
     let deadline = Instant::now() + timeout;
     let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
     loop {
@@ -437,6 +445,29 @@ async fn create_nodes_and_wait(timeout: Duration) -> anyhow::Result<()> {
             );
         }
         tokio::time::sleep(Duration::from_millis(250)).await; // poll with a deadline
+    }
+}
+
+/// Name of the default StorageClass, provisioned by kwok's volume stages.
+pub const STORAGE_CLASS: &str = "kwok-volume";
+
+async fn create_storage_class(client: &kube::Client) -> anyhow::Result<()> {
+    let sc: StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": "kwok.x-k8s.io/volume",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }))?;
+    match Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &sc)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 

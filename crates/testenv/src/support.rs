@@ -335,3 +335,29 @@ mod tests {
         assert_eq!(c.total(), 0);
     }
 }
+
+/// Creates a 1 GiB ReadWriteMany claim of the default StorageClass (provisioned by kwok) and
+/// waits until it is Bound, so Pods that mount it can be scheduled.
+pub async fn bound_claim(client: &Client, namespace: &str, name: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let pvc: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))?;
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    match api.create(&PostParams::default(), &pvc).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    wait_for(
+        &api,
+        name,
+        Duration::from_secs(60),
+        |c: &PersistentVolumeClaim| {
+            c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+        },
+    )
+    .await?;
+    Ok(())
+}

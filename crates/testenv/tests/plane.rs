@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use testenv::{TestNamespace, client, eventually, wait_deleted, wait_for};
@@ -204,4 +206,42 @@ async fn deleting_a_namespace_finishes() {
         .await
         .unwrap();
     wait_deleted(&nss, &ns.name, T).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_claim_is_provisioned_by_the_default_storage_class_and_cleaned_up_with_it() {
+    let c = client().await;
+    let ns = TestNamespace::new(&c, "plane-pvc").await;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(c.clone(), &ns.name);
+    let pvc = from(json!({"metadata": {"name": "data"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}));
+    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
+    let bound = wait_for(&pvcs, "data", T, |p: &PersistentVolumeClaim| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+    })
+    .await
+    .unwrap();
+    let spec = bound.spec.unwrap();
+    assert_eq!(
+        spec.storage_class_name.as_deref(),
+        Some(testenv::plane::STORAGE_CLASS)
+    );
+    let pv_name = spec.volume_name.expect("bound to a volume");
+
+    let pods: Api<Pod> = Api::namespaced(c.clone(), &ns.name);
+    let pod = from(json!({"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "img.invalid/x:1", "volumeMounts": [{"name": "d", "mountPath": "/d"}]}],
+        "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}}));
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    wait_for(&pods, "p", T, |p: &Pod| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await
+    .unwrap();
+
+    pods.delete("p", &DeleteParams::default()).await.unwrap();
+    wait_deleted(&pods, "p", T).await.unwrap();
+    pvcs.delete("data", &DeleteParams::default()).await.unwrap();
+    let pvs: Api<PersistentVolume> = Api::all(c);
+    wait_deleted(&pvs, &pv_name, T).await.unwrap();
 }
