@@ -84,7 +84,7 @@ pub fn run() -> anyhow::Result<()> {
         "\n==> applying the samples: kubectl -n {DEMO_NAMESPACE} apply -f deploy/redroid/samples"
     );
     ensure_namespace(DEMO_NAMESPACE)?;
-    demo_volumes()?;
+    // The samples' PVCs name no StorageClass: the plane's default one provisions and binds them.
     kubectl(&[
         "-n",
         DEMO_NAMESPACE,
@@ -217,25 +217,6 @@ fn ensure_namespace(name: &str) -> anyhow::Result<()> {
         &file,
         format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"),
     )?;
-    kubectl(&["apply", "-f", &file.display().to_string()])
-}
-
-/// The local plane has no storage provisioner: one static PersistentVolume per sample PVC,
-/// pre-bound to it by claimRef (hostPath on a fake node; nothing is ever mounted).
-fn demo_volumes() -> anyhow::Result<()> {
-    let mut text = String::new();
-    for (claim, size) in [
-        ("redroid-data-base-pvc", "20Gi"),
-        ("redroid-data-diff-pvc", "50Gi"),
-    ] {
-        text.push_str(&format!(
-            "---\napiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {DEMO_NAMESPACE}-{claim}\nspec:\n  \
-             capacity: {{storage: {size}}}\n  accessModes: [ReadWriteMany]\n  storageClassName: \"\"\n  \
-             hostPath: {{path: /tmp/{DEMO_NAMESPACE}-{claim}}}\n  claimRef: {{namespace: {DEMO_NAMESPACE}, name: {claim}}}\n"
-        ));
-    }
-    let file = std::env::temp_dir().join(format!("{DEMO_NAMESPACE}-volumes.yaml"));
-    std::fs::write(&file, text)?;
     kubectl(&["apply", "-f", &file.display().to_string()])
 }
 

@@ -10,7 +10,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kit::flags::OperatorFlags;
 use kit::telemetry::LogFormat;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -105,61 +105,32 @@ async fn install_rbac(admin: &Client, namespace: &str) -> anyhow::Result<String>
     Ok(binding)
 }
 
-/// Deletes this run's cluster-scoped objects (the ClusterRoleBinding, PersistentVolumes) when
-/// the test ends; the namespace takes everything else with it. Through kubectl, like
+/// Deletes this run's ClusterRoleBinding when the test ends; the namespace takes everything
+/// else with it (its claims' dynamically provisioned volumes too). Through kubectl, like
 /// `TestNamespace`, so the deletion outlives the test's runtime.
-struct ClusterCleanup(Vec<(&'static str, String)>);
+struct ClusterCleanup(String);
 
 impl Drop for ClusterCleanup {
     fn drop(&mut self) {
         let Some(state) = testenv::plane::read_state() else {
             return;
         };
-        for (kind, name) in &self.0 {
-            let _ = std::process::Command::new(state.bin_dir.join("kubectl"))
-                .arg(format!(
-                    "--kubeconfig={}",
-                    testenv::kubeconfig_path().display()
-                ))
-                .args(["delete", kind, name, "--wait=false", "--ignore-not-found"])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn();
-        }
+        let _ = std::process::Command::new(state.bin_dir.join("kubectl"))
+            .arg(format!(
+                "--kubeconfig={}",
+                testenv::kubeconfig_path().display()
+            ))
+            .args([
+                "delete",
+                "clusterrolebinding",
+                &self.0,
+                "--wait=false",
+                "--ignore-not-found",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
     }
-}
-
-/// The two PVCs an instance mounts by default, each pre-bound to its own static PV: the
-/// scheduler places a pod only once its claims are bound. Returns the PV names.
-async fn storage(admin: &Client, namespace: &str) -> anyhow::Result<Vec<String>> {
-    let pp = PatchParams::apply("redroid-e2e-rbac").force();
-    let mut pvs = Vec::new();
-    for claim in ["redroid-data-base-pvc", "redroid-data-diff-pvc"] {
-        let pv_name = format!("{namespace}-{claim}");
-        let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
-            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
-            "spec": {
-                "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
-                "hostPath": {"path": format!("/tmp/{pv_name}")},
-                "claimRef": {"namespace": namespace, "name": claim},
-            },
-        }))?;
-        Api::<PersistentVolume>::all(admin.clone())
-            .patch(&pv_name, &pp, &Patch::Apply(&pv))
-            .await?;
-        let pvc: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
-            "spec": {
-                "accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }))?;
-        Api::<PersistentVolumeClaim>::namespaced(admin.clone(), namespace)
-            .patch(claim, &pp, &Patch::Apply(&pvc))
-            .await?;
-        pvs.push(pv_name);
-    }
-    Ok(pvs)
 }
 
 async fn setup(prefix: &str) -> anyhow::Result<(Client, testenv::TestNamespace, ClusterCleanup)> {
@@ -168,16 +139,12 @@ async fn setup(prefix: &str) -> anyhow::Result<(Client, testenv::TestNamespace, 
         testenv::install_crd(&admin, crd).await?;
     }
     let ns = testenv::TestNamespace::new(&admin, prefix).await;
-    let mut cleanup = ClusterCleanup(vec![(
-        "clusterrolebinding",
-        install_rbac(&admin, &ns.name).await?,
-    )]);
-    cleanup.0.extend(
-        storage(&admin, &ns.name)
-            .await?
-            .into_iter()
-            .map(|pv| ("persistentvolume", pv)),
-    );
+    let cleanup = ClusterCleanup(install_rbac(&admin, &ns.name).await?);
+    // The two PVCs an instance mounts by default, bound through the plane's default
+    // StorageClass: the scheduler places a pod only once its claims are bound.
+    for claim in ["redroid-data-base-pvc", "redroid-data-diff-pvc"] {
+        testenv::bound_claim(&admin, &ns.name, claim).await?;
+    }
     Ok((admin, ns, cleanup))
 }
 

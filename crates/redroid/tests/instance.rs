@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{Event, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use redroid::context::{Context, Settings};
@@ -37,7 +37,9 @@ impl Env {
         }
         let ns = TestNamespace::new(&admin, prefix).await;
         for claim in ["redroid-data-base-pvc", "redroid-data-diff-pvc"] {
-            bound_claim(&admin, &ns.name, claim).await;
+            testenv::bound_claim(&admin, &ns.name, claim)
+                .await
+                .expect("bound claim");
         }
         let mut env = Env {
             client,
@@ -145,35 +147,6 @@ impl Env {
             .filter_map(|e| e.reason)
             .collect()
     }
-}
-
-// A PersistentVolume pre-bound to a claim of that name, so instance Pods can be scheduled.
-async fn bound_claim(client: &Client, ns: &str, claim: &str) {
-    let pv_name = format!("{ns}-{claim}");
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": pv_name, "labels": {"flotilla.dev/test": "true"}},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
-            "hostPath": {"path": format!("/tmp/{pv_name}")}, "claimRef": {"namespace": ns, "name": claim}},
-    }))
-    .expect("pv");
-    Api::<PersistentVolume>::all(client.clone())
-        .create(&PostParams::default(), &pv)
-        .await
-        .expect("create pv");
-    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": claim},
-        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name, "resources": {"requests": {"storage": "1Gi"}}},
-    }))
-    .expect("pvc");
-    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
-    api.create(&PostParams::default(), &pvc)
-        .await
-        .expect("create pvc");
-    testenv::wait_for(&api, claim, T, |c: &PersistentVolumeClaim| {
-        c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
-    })
-    .await
-    .expect("pvc bound");
 }
 
 impl Drop for Env {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kit::controller::RunContext;
 use kit::health::Readiness;
 use kit::metrics::{Metrics, ReconcileResult};
@@ -70,32 +70,13 @@ impl Env {
         }
     }
 
-    /// The instances' default PVCs, each pre-bound to its own PV, so instance pods schedule.
+    /// The instances' default PVCs, bound through the plane's default StorageClass, so instance
+    /// pods schedule.
     async fn volumes(&self) {
-        let pvs: Api<PersistentVolume> = Api::all(self.client.clone());
-        let ns = &self.ns.name;
         for claim in ["redroid-data-base-pvc", "redroid-data-diff-pvc"] {
-            let pv_name = format!("{ns}-{claim}");
-            let pv: PersistentVolume = serde_json::from_value(json!({
-                "metadata": {"name": pv_name, "labels": {"flotilla.dev/test": "true"}},
-                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
-                    "hostPath": {"path": "/tmp"}, "persistentVolumeReclaimPolicy": "Delete",
-                    "claimRef": {"namespace": ns, "name": claim}},
-            }))
-            .expect("pv");
-            pvs.create(&PostParams::default(), &pv)
+            testenv::bound_claim(&self.client, &self.ns.name, claim)
                 .await
-                .expect("create pv");
-            let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-                "metadata": {"name": claim},
-                "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
-                    "resources": {"requests": {"storage": "1Gi"}}},
-            }))
-            .expect("pvc");
-            self.api::<PersistentVolumeClaim>()
-                .create(&PostParams::default(), &pvc)
-                .await
-                .expect("create pvc");
+                .expect("bound claim");
         }
     }
 
