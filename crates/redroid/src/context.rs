@@ -11,12 +11,19 @@ use crate::names;
 pub struct Settings {
     /// Default kmsg-tools image (`RELATED_IMAGE_KMSG_TOOLS`), used when an instance sets none.
     pub kmsg_tools_image: String,
+    /// Reconciles each controller runs at once (`--max-concurrent-reconciles`). Passes of one
+    /// object never overlap whatever the value; zero is taken as one.
+    pub max_concurrent_reconciles: usize,
 }
+
+/// Default of [`Settings::max_concurrent_reconciles`].
+pub const DEFAULT_MAX_CONCURRENT_RECONCILES: usize = 4;
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
             kmsg_tools_image: names::DEFAULT_KMSG_TOOLS_IMAGE.into(),
+            max_concurrent_reconciles: DEFAULT_MAX_CONCURRENT_RECONCILES,
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Contract:
 //! - [`Flags`] are the shared operator flags plus `--watch-namespaces` and
-//!   `--kmsg-tools-image`, each with the upstream environment variable as fallback.
+//!   `--kmsg-tools-image` and `--max-concurrent-reconciles`, each with the upstream environment variable as fallback.
 //! - [`run`] and [`run_with_client`] run until shutdown, an error of either controller, or the
 //!   loss of leadership. With leader election on, controllers start only once the Lease
 //!   `redroid-operator.io` (upstream's leader-election ID, unless `--lease-name` says otherwise)
@@ -19,7 +19,7 @@ use kit::flags::OperatorFlags;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{Context, Settings};
+use crate::context::{Context, DEFAULT_MAX_CONCURRENT_RECONCILES, Settings};
 use crate::names;
 
 /// Operator name: the process, its metrics and its logs.
@@ -47,6 +47,10 @@ pub struct Flags {
     /// kmsg-tools image for instances that set no `kmsgToolsImage`.
     #[arg(long, env = "RELATED_IMAGE_KMSG_TOOLS", default_value = names::DEFAULT_KMSG_TOOLS_IMAGE)]
     pub kmsg_tools_image: String,
+
+    /// Reconciles each controller runs at once; one object is never reconciled twice at once.
+    #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = DEFAULT_MAX_CONCURRENT_RECONCILES)]
+    pub max_concurrent_reconciles: usize,
 }
 
 impl Flags {
@@ -59,6 +63,7 @@ impl Flags {
     pub fn settings(&self) -> Settings {
         Settings {
             kmsg_tools_image: self.kmsg_tools_image.clone(),
+            max_concurrent_reconciles: self.max_concurrent_reconciles,
         }
     }
 }
@@ -187,6 +192,9 @@ mod tests {
         ]);
         assert_eq!(f.namespaces(), ns(&["games", "tools"]));
         assert_eq!(f.settings().kmsg_tools_image, "registry.local/kmsg:1");
+        assert_eq!(f.settings().max_concurrent_reconciles, 4);
+        let f = parse(&["--max-concurrent-reconciles", "16"]);
+        assert_eq!(f.settings().max_concurrent_reconciles, 16);
         assert_eq!(parse(&["--watch-namespaces="]).namespaces(), None);
     }
 

@@ -161,6 +161,7 @@ fn flags(namespace: &str) -> Flags {
         },
         watch_namespaces: namespace.to_owned(),
         kmsg_tools_image: names::DEFAULT_KMSG_TOOLS_IMAGE.to_owned(),
+        max_concurrent_reconciles: 4,
     }
 }
 

@@ -56,6 +56,7 @@ impl Env {
             self.client.clone(),
             Settings {
                 kmsg_tools_image: "kmsg:test".into(),
+                ..Settings::default()
             },
         ))
     }

@@ -245,3 +245,17 @@ async fn a_claim_is_provisioned_by_the_default_storage_class_and_cleaned_up_with
     let pvs: Api<PersistentVolume> = Api::all(c);
     wait_deleted(&pvs, &pv_name, T).await.unwrap();
 }
+
+#[tokio::test]
+async fn concurrent_ups_share_one_plane() {
+    let _ = client().await;
+    // Each call opens and locks the plane's lock file on its own, as separate test binaries do.
+    let handles: Vec<_> = (0..3).map(|_| std::thread::spawn(testenv::up)).collect();
+    let ups: Vec<_> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap().expect("up"))
+        .collect();
+    let ports: BTreeSet<_> = ups.iter().map(|u| u.state.api_port).collect();
+    assert_eq!(ports.len(), 1, "one plane, one API port: {ports:?}");
+    assert!(ups.iter().all(|u| u.reused));
+}

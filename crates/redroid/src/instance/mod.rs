@@ -6,6 +6,10 @@
 //! `build` (Pod and Service) → `apply_service` → `apply_pod` → `write_status` → `publish_events`.
 //! It never writes the spec; a pass with nothing to do makes no write at all; it requeues at
 //! the earliest pending override `until`, and shortly while waiting for a Pod to go.
+//!
+//! Concurrency: up to `Settings::max_concurrent_reconciles` passes run at once; kube-runtime
+//! never runs two passes of one instance together, and [`LayerLocks`] keeps passes of
+//! instances sharing a writable layer apart, so the conflict rule sees each other's Pods.
 
 pub mod apply;
 pub mod build;
@@ -13,8 +17,11 @@ pub mod observe;
 pub mod status;
 pub mod validate;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use futures::{Stream, StreamExt};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -22,15 +29,15 @@ use kit::controller::{ControllerSettings, RunContext, run_controller};
 use kit::reconcile::{Outcome, ReconcileError};
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
 use crate::context::Context;
 use crate::crd::RedroidInstance;
 use crate::names;
 use apply::{ApplyError, PodState};
-use observe::ObserveError;
+use observe::{Caches, ObserveError};
 use status::StatusError;
 
 /// How often to look again while waiting for a Pod we do not get events for.
@@ -60,17 +67,40 @@ impl ReconcileError for Error {
     }
 }
 
-/// What [`reconcile`] gets: the shared context and, when run by [`run`], the instance store.
+/// What [`reconcile`] gets: the shared context and, when run by [`run`], the watch caches.
 pub struct Reconciler {
     /// The operator context.
     pub ctx: Arc<Context>,
-    store: Option<Store<RedroidInstance>>,
+    caches: Option<Caches>,
+    layers: LayerLocks,
 }
 
 impl Reconciler {
-    /// A reconciler that lists peer instances from the API (tests, tools).
+    /// A reconciler that reads everything from the API (tests, tools).
     pub fn new(ctx: Arc<Context>) -> Self {
-        Self { ctx, store: None }
+        Self {
+            ctx,
+            caches: None,
+            layers: LayerLocks::default(),
+        }
+    }
+}
+
+/// One async lock per writable layer ([`validate::layer_key`]): passes of instances sharing
+/// data run one after another, so the later pass sees the Pod the earlier one created (or
+/// its stop). Without it two peers reconciled at once could both decide they may run.
+#[derive(Default)]
+pub struct LayerLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+impl LayerLocks {
+    async fn lock(&self, key: String) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            // Drop the locks nobody holds or waits for, so the map follows the live layers.
+            map.retain(|_, l| Arc::strong_count(l) > 1);
+            map.entry(key).or_default().clone()
+        };
+        lock.lock_owned().await
     }
 }
 
@@ -82,14 +112,15 @@ pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result
         ctx.backoff.forget(&*inst);
         return Ok(Action::await_change());
     }
-    if let Some(store) = &r.store {
-        // Peers must come from a complete cache, or a conflict could be missed at start-up.
-        let _ = store.wait_until_ready().await;
+    if let Some(caches) = &r.caches {
+        // Reads must come from complete caches, or a Pod or conflict could be missed at start-up.
+        caches.ready().await;
     }
+    let _layer = r.layers.lock(validate::layer_key(&inst)).await;
     let now = Timestamp::now();
     let cleared = apply::clear_expired(ctx, &inst, validate::expired_overrides(&inst, now)).await?;
     let inst = cleared.map(Arc::new).unwrap_or(inst);
-    let seen = observe::observe(ctx, r.store.as_ref(), &inst).await?;
+    let seen = observe::observe(ctx, r.caches.as_ref(), &inst).await?;
     let want = validate::want(&inst, now);
     let block = (want == validate::Want::Run)
         .then(|| validate::block(&inst, &seen.peers, &seen.peer_pods, &seen.sidecars, now))
@@ -169,6 +200,9 @@ where
 /// Runs the instance controller until `rc.shutdown` is cancelled: RedroidInstances in
 /// `namespace` (cluster-wide when `None`), their Pods and Services, instances sharing data
 /// (index conflicts) and data-sidecar task pods (DataInUse).
+///
+/// Pods and Services are watched through reflectors whose stores the reconciler reads
+/// ([`Caches`]); the same watch events trigger the reconciles, after the store has them.
 pub async fn run(
     ctx: Arc<Context>,
     rc: RunContext,
@@ -180,30 +214,32 @@ pub async fn run(
         api::<RedroidInstance>(client, ns),
         watcher::Config::default(),
     );
-    let store = controller.store();
-    let peers = store.clone();
-    let sidecars = watcher::Config::default().labels(&format!("{}=true", names::SIDECAR_LABEL));
+    let instances = controller.store();
+    let peers = instances.clone();
+    // Every Pod labelled with an instance: its own (and upstream) Pods, task pods, sidecars.
+    let pods_config = watcher::Config::default().labels(names::INSTANCE_LABEL);
+    let (pods, pod_events) = cached(api::<Pod>(client, ns), pods_config);
+    let managed = format!("{}={}", names::MANAGED_BY_LABEL, names::MANAGED_BY);
+    let services_config = watcher::Config::default().labels(&managed);
+    let (services, service_events) = cached(api::<Service>(client, ns), services_config);
     let controller = controller
-        .owns(
-            api::<Pod>(client, ns),
-            watcher::Config::default().labels(&format!(
-                "{}={}",
-                names::MANAGED_BY_LABEL,
-                names::MANAGED_BY
-            )),
-        )
-        .owns(api::<Service>(client, ns), watcher::Config::default())
+        .watches_stream(pod_events, |pod| pod_triggers(&pod))
+        .owns_stream(service_events)
         .watches(
             api::<RedroidInstance>(client, ns),
             watcher::Config::default(),
             move |changed| sharing(&peers, &changed),
-        )
-        .watches(api::<Pod>(client, ns), sidecars, |pod| sidecar_owner(&pod));
+        );
     let reconciler = Arc::new(Reconciler {
-        ctx,
-        store: Some(store),
+        caches: Some(Caches {
+            instances,
+            pods,
+            services,
+        }),
+        ..Reconciler::new(ctx.clone())
     });
-    let settings = ControllerSettings::new(names::INSTANCE_CONTROLLER);
+    let mut settings = ControllerSettings::new(names::INSTANCE_CONTROLLER);
+    settings.max_concurrent_reconciles = ctx.settings.max_concurrent_reconciles;
     run_controller(
         controller,
         &settings,
@@ -215,6 +251,43 @@ pub async fn run(
     )
     .await;
     Ok(())
+}
+
+/// A reflector over `api`: the store, and the objects it changed (after the store has them).
+fn cached<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = reflector::reflector(writer, watcher(api, config).default_backoff());
+    (store, events.touched_objects().boxed())
+}
+
+// The instances a Pod event concerns: its controlling instance, and for a data-sidecar pod
+// the instance whose data it uses.
+fn pod_triggers(pod: &Pod) -> Vec<ObjectRef<RedroidInstance>> {
+    let ns = pod.namespace();
+    let mut refs: Vec<ObjectRef<RedroidInstance>> = pod
+        .owner_references()
+        .iter()
+        .filter_map(|o| ObjectRef::from_owner_ref(ns.as_deref(), o, ()))
+        .collect();
+    if pod.labels().get(names::SIDECAR_LABEL).map(String::as_str) == Some("true") {
+        refs.extend(sidecar_owner(pod));
+    }
+    refs
 }
 
 // Every other instance sharing the changed instance's data: a deletion or stop frees them.

@@ -3,17 +3,66 @@
 //!
 //! Contract: no writes. Instance Pods are those labelled with the instance name that are not
 //! task pods (`component=instance`, or no component and no task label: Pods of the upstream
-//! operator, so a migrated instance never gets a second Pod beside its old one). Peers come
-//! from the controller's instance store when there is one, else from a namespaced list.
+//! operator, so a migrated instance never gets a second Pod beside its old one).
+//!
+//! Where the reads come from: with [`Caches`] (the running controller), the instance's Pods,
+//! its data-sidecar pods, its Service and its peers come from the controller's watch caches,
+//! making no request; without (tests, tools), from the API. The caches may lag the API by a
+//! few events, which is safe here because every write they lead to is idempotent: the
+//! instance Pod's name is deterministic, so creating a Pod the cache has not seen yet fails
+//! with AlreadyExists and counts as "already there" (see `apply::pods`); deleting a Pod that
+//! is already gone is a 404 and counts as done; the Service is server-side applied, so a
+//! stale or missing cached copy costs at most one redundant apply. Every such write causes a
+//! watch event that triggers another pass over the caught-up cache. The Pods of peers are the
+//! one exception, always listed from the API (only when there are peers): the conflict rule
+//! forbids two Pods on one writable layer, and a peer's Pod created a moment ago must not be
+//! missed. Reconciles of instances sharing a layer never overlap (see `super::LayerLocks`), so
+//! that list sees every Pod a peer's earlier pass created.
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::context::Context;
 use crate::crd::RedroidInstance;
 use crate::names;
+
+/// The controller's watch caches: instances, Pods carrying the instance label (instance,
+/// upstream and task pods) and the operator's Services.
+#[derive(Clone)]
+pub struct Caches {
+    /// Every RedroidInstance in scope.
+    pub instances: Store<RedroidInstance>,
+    /// Pods labelled with [`names::INSTANCE_LABEL`].
+    pub pods: Store<Pod>,
+    /// Services labelled `managed-by`; ours are, since every apply sets the label.
+    pub services: Store<Service>,
+}
+
+impl Caches {
+    /// Waits until every cache has seen its first full list, so nothing is missed at start-up.
+    pub async fn ready(&self) {
+        let _ = self.instances.wait_until_ready().await;
+        let _ = self.pods.wait_until_ready().await;
+        let _ = self.services.wait_until_ready().await;
+    }
+
+    fn pods_of(&self, ns: &str, instance: &str) -> Vec<Pod> {
+        self.pods
+            .state()
+            .iter()
+            .filter(|p| p.namespace().as_deref() == Some(ns))
+            .filter(|p| p.labels().get(names::INSTANCE_LABEL).map(String::as_str) == Some(instance))
+            .map(|p| (**p).clone())
+            .collect()
+    }
+
+    fn service(&self, ns: &str, name: &str) -> Option<Service> {
+        let key = ObjectRef::new(name).within(ns);
+        self.services.get(&key).map(|s| (*s).clone())
+    }
+}
 
 /// What a reconcile pass saw.
 #[derive(Clone, Debug, Default)]
@@ -74,52 +123,35 @@ fn unfinished(pod: &Pod) -> bool {
     !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
+fn is_sidecar(pod: &Pod) -> bool {
+    pod.labels().get(names::SIDECAR_LABEL).map(String::as_str) == Some("true")
+}
+
 /// Observes everything one pass needs for `inst`.
 pub async fn observe(
     ctx: &Context,
-    store: Option<&Store<RedroidInstance>>,
+    caches: Option<&Caches>,
     inst: &RedroidInstance,
 ) -> Result<Observed, ObserveError> {
     let (name, ns) = (inst.name_any(), inst.namespace().unwrap_or_default());
-    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let list_pods = |selector: String| {
-        let api = pods_api.clone();
-        let instance = name.clone();
-        async move {
-            api.list(&ListParams::default().labels(&selector))
-                .await
-                .map(|l| l.items)
-                .map_err(|source| ObserveError::ListPods { instance, source })
+    let (labelled, service) = match caches {
+        Some(c) => (c.pods_of(&ns, &name), c.service(&ns, &names::service_name(&name))),
+        None => {
+            let selector = format!("{}={name}", names::INSTANCE_LABEL);
+            let pods = list_pods(ctx, &ns, &name, &selector).await?;
+            (pods, get_service(ctx, &ns, &name).await?)
         }
     };
-    let mut pods = list_pods(format!("{}={name}", names::INSTANCE_LABEL)).await?;
+    let (sidecars, mut pods): (Vec<Pod>, Vec<Pod>) = labelled.into_iter().partition(is_sidecar);
     pods.retain(is_instance_pod);
-    let sidecars = list_pods(format!(
-        "{}={name},{}=true",
-        names::INSTANCE_LABEL,
-        names::SIDECAR_LABEL
-    ))
-    .await?;
     let sidecars = sidecars.into_iter().filter(unfinished).collect();
-    let svc_name = names::service_name(&name);
-    let service = Api::<Service>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(&svc_name)
-        .await
-        .map_err(|source| ObserveError::GetService {
-            name: svc_name,
-            source,
-        })?;
-    let peers = peers(ctx, store, inst).await?;
+    let peers = peers(ctx, caches.map(|c| &c.instances), inst).await?;
     let peer_pods = if peers.is_empty() {
         Vec::new()
     } else {
         let names: Vec<String> = peers.iter().map(ResourceExt::name_any).collect();
-        let mut pods = list_pods(format!(
-            "{} in ({})",
-            names::INSTANCE_LABEL,
-            names.join(",")
-        ))
-        .await?;
+        let selector = format!("{} in ({})", names::INSTANCE_LABEL, names.join(","));
+        let mut pods = list_pods(ctx, &ns, &name, &selector).await?;
         pods.retain(is_instance_pod);
         pods
     };
@@ -130,6 +162,34 @@ pub async fn observe(
         peer_pods,
         sidecars,
     })
+}
+
+async fn list_pods(
+    ctx: &Context,
+    ns: &str,
+    instance: &str,
+    selector: &str,
+) -> Result<Vec<Pod>, ObserveError> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    api.list(&ListParams::default().labels(selector))
+        .await
+        .map(|l| l.items)
+        .map_err(|source| ObserveError::ListPods {
+            instance: instance.to_owned(),
+            source,
+        })
+}
+
+async fn get_service(
+    ctx: &Context,
+    ns: &str,
+    instance: &str,
+) -> Result<Option<Service>, ObserveError> {
+    let name = names::service_name(instance);
+    Api::<Service>::namespaced(ctx.client.clone(), ns)
+        .get_opt(&name)
+        .await
+        .map_err(|source| ObserveError::GetService { name, source })
 }
 
 async fn peers(

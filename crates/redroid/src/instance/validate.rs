@@ -182,6 +182,16 @@ pub fn block(
     })
 }
 
+/// The writable layer `inst` uses, as a key: two instances in one namespace have the same
+/// key exactly when [`shares_data`] holds for them.
+pub fn layer_key(inst: &RedroidInstance) -> String {
+    format!(
+        "{}/{}",
+        inst.namespace().unwrap_or_default(),
+        layer(&inst.spec)
+    )
+}
+
 fn layer(spec: &RedroidInstanceSpec) -> String {
     if spec.base_mode {
         format!("baseMode on sharedDataPVC {}", spec.shared_data_pvc)

@@ -202,7 +202,8 @@ pub async fn run(
                 })
             },
         );
-    let settings = ControllerSettings::new(names::TASK_CONTROLLER);
+    let mut settings = ControllerSettings::new(names::TASK_CONTROLLER);
+    settings.max_concurrent_reconciles = ctx.settings.max_concurrent_reconciles;
     run_controller(
         controller,
         &settings,
