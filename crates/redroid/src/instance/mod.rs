@@ -218,10 +218,14 @@ pub async fn run(
     let peers = instances.clone();
     // Every Pod labelled with an instance: its own (and upstream) Pods, task pods, sidecars.
     let pods_config = watcher::Config::default().labels(names::INSTANCE_LABEL);
-    let (pods, pod_events) = cached(api::<Pod>(client, ns), pods_config);
+    // managedFields are most of a cached Pod's size and nothing reads them; the Service
+    // builder does read them (which annotations we applied), so Services keep theirs.
+    let (pods, pod_events) = cached(api::<Pod>(client, ns), pods_config, |p| {
+        p.managed_fields_mut().clear()
+    });
     let managed = format!("{}={}", names::MANAGED_BY_LABEL, names::MANAGED_BY);
     let services_config = watcher::Config::default().labels(&managed);
-    let (services, service_events) = cached(api::<Service>(client, ns), services_config);
+    let (services, service_events) = cached(api::<Service>(client, ns), services_config, |_| {});
     let controller = controller
         .watches_stream(pod_events, |pod| pod_triggers(&pod))
         .owns_stream(service_events)
@@ -257,6 +261,7 @@ pub async fn run(
 fn cached<K>(
     api: Api<K>,
     config: watcher::Config,
+    prune: fn(&mut K),
 ) -> (
     Store<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -271,7 +276,8 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let events = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let stream = watcher(api, config).default_backoff().modify(prune);
+    let events = reflector::reflector(writer, stream);
     (store, events.touched_objects().boxed())
 }
 

@@ -135,7 +135,10 @@ pub async fn observe(
 ) -> Result<Observed, ObserveError> {
     let (name, ns) = (inst.name_any(), inst.namespace().unwrap_or_default());
     let (labelled, service) = match caches {
-        Some(c) => (c.pods_of(&ns, &name), c.service(&ns, &names::service_name(&name))),
+        Some(c) => (
+            c.pods_of(&ns, &name),
+            c.service(&ns, &names::service_name(&name)),
+        ),
         None => {
             let selector = format!("{}={name}", names::INSTANCE_LABEL);
             let pods = list_pods(ctx, &ns, &name, &selector).await?;
