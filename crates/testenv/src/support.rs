@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::os::unix::process::CommandExt;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -162,24 +163,31 @@ impl Drop for TestNamespace {
         if std::env::var_os("FLOTILLA_KEEP_NAMESPACES").is_some() {
             return;
         }
-        // Fire and forget through kubectl so the deletion outlives the test process.
-        if let Some(state) = plane::read_state() {
-            let _ = std::process::Command::new(state.bin_dir.join("kubectl"))
-                .args([
-                    "--kubeconfig",
-                    &plane::kubeconfig_path().display().to_string(),
-                ])
-                .args([
-                    "delete",
-                    "namespace",
-                    &self.name,
-                    "--wait=false",
-                    "--ignore-not-found",
-                ])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn();
-        }
+        // Fire and forget, so the deletion outlives the test process. The operator under test
+        // has usually stopped by now, so custom resources it put finalizers on would keep the
+        // namespace Terminating forever (and the namespace controller busy): if the namespace
+        // is not gone within 30 s, drop the finalizers of what is left in it.
+        let Some(state) = plane::read_state() else {
+            return;
+        };
+        let script = r#"k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+k delete namespace "$NS" --wait=false --ignore-not-found
+k wait --for=delete "namespace/$NS" --timeout=30s && exit 0
+for r in $(k api-resources --namespaced --verbs=list -o name | grep '\.'); do
+  k -n "$NS" get "$r" -o name 2>/dev/null | while read -r o; do
+    k -n "$NS" patch "$o" --type=merge -p '{"metadata":{"finalizers":null}}'
+  done
+done"#;
+        let _ = std::process::Command::new("sh")
+            .args(["-c", script])
+            .env("KUBECTL", state.bin_dir.join("kubectl"))
+            .env("KUBECONFIG", plane::kubeconfig_path())
+            .env("NS", &self.name)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn();
     }
 }
 
@@ -294,6 +302,32 @@ where
         .items)
 }
 
+/// Creates a 1 GiB ReadWriteMany claim of the default StorageClass (provisioned by kwok) and
+/// waits until it is Bound, so Pods that mount it can be scheduled.
+pub async fn bound_claim(client: &Client, namespace: &str, name: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let pvc: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))?;
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    match api.create(&PostParams::default(), &pvc).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    wait_for(
+        &api,
+        name,
+        Duration::from_secs(60),
+        |c: &PersistentVolumeClaim| {
+            c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+        },
+    )
+    .await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,30 +368,4 @@ mod tests {
         c.reset();
         assert_eq!(c.total(), 0);
     }
-}
-
-/// Creates a 1 GiB ReadWriteMany claim of the default StorageClass (provisioned by kwok) and
-/// waits until it is Bound, so Pods that mount it can be scheduled.
-pub async fn bound_claim(client: &Client, namespace: &str, name: &str) -> anyhow::Result<()> {
-    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-    let pvc: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
-    }))?;
-    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
-    match api.create(&PostParams::default(), &pvc).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e.into()),
-    }
-    wait_for(
-        &api,
-        name,
-        Duration::from_secs(60),
-        |c: &PersistentVolumeClaim| {
-            c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
-        },
-    )
-    .await?;
-    Ok(())
 }

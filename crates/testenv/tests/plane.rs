@@ -259,3 +259,21 @@ async fn concurrent_ups_share_one_plane() {
     assert_eq!(ports.len(), 1, "one plane, one API port: {ports:?}");
     assert!(ups.iter().all(|u| u.reused));
 }
+
+#[tokio::test]
+async fn a_dropped_test_namespace_goes_away_even_with_finalizers_left_behind() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let c = client().await;
+    let ns = TestNamespace::new(&c, "plane-drop").await;
+    let name = ns.name.clone();
+    // What an operator that stopped before its objects were deleted leaves behind.
+    let lease = from(json!({"metadata": {"name": "l", "finalizers": ["flotilla.dev/held"]}}));
+    Api::<Lease>::namespaced(c.clone(), &name)
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap();
+    drop(ns);
+    wait_deleted(&Api::<Namespace>::all(c), &name, Duration::from_secs(120))
+        .await
+        .unwrap();
+}
