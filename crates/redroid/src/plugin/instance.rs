@@ -165,29 +165,11 @@ pub async fn run(
 
 /// Fetches an instance, with a not-found error naming it.
 pub async fn get(s: &Session, name: &str) -> Result<RedroidInstance, PluginError> {
-    let api: Api<RedroidInstance> = Api::namespaced(s.client.clone(), &s.namespace);
-    api.get(name)
-        .await
-        .map_err(|e| PluginError::from_kube(KIND, name, &s.namespace, "get", e))
+    s.get(KIND, name).await
 }
 
 async fn list(s: &Session, all: bool, out: &mut impl Write) -> Result<(), PluginError> {
-    let api: Api<RedroidInstance> = if all {
-        Api::all(s.client.clone())
-    } else {
-        Api::namespaced(s.client.clone(), &s.namespace)
-    };
-    let mut items = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| PluginError::Api {
-            action: "list redroidinstances".into(),
-            source: e,
-        })?
-        .items;
-    items.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
-    });
+    let items: Vec<RedroidInstance> = s.list_sorted("redroidinstances", all).await?;
     write_out(out, &list_table(&items, all, &s.namespace))
 }
 

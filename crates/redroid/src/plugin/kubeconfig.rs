@@ -36,6 +36,59 @@ pub struct Session {
     pub namespace: String,
 }
 
+impl Session {
+    /// Fetches a namespaced object, with a not-found error naming it (`kind` as users type it).
+    pub async fn get<K>(
+        &self,
+        kind: &'static str,
+        name: &str,
+    ) -> Result<K, super::error::PluginError>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: kube::Api<K> = kube::Api::namespaced(self.client.clone(), &self.namespace);
+        api.get(name).await.map_err(|e| {
+            super::error::PluginError::from_kube(kind, name, &self.namespace, "get", e)
+        })
+    }
+
+    /// Lists objects in the session's namespace (or all namespaces), sorted by namespace and
+    /// name; `plural` names them in errors.
+    pub async fn list_sorted<K>(
+        &self,
+        plural: &str,
+        all: bool,
+    ) -> Result<Vec<K>, super::error::PluginError>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: kube::Api<K> = if all {
+            kube::Api::all(self.client.clone())
+        } else {
+            kube::Api::namespaced(self.client.clone(), &self.namespace)
+        };
+        let mut items = api
+            .list(&kube::api::ListParams::default())
+            .await
+            .map_err(|e| super::error::PluginError::Api {
+                action: format!("list {plural}"),
+                source: e,
+            })?
+            .items;
+        items.sort_by(|a, b| {
+            (a.meta().namespace.clone(), a.meta().name.clone())
+                .cmp(&(b.meta().namespace.clone(), b.meta().name.clone()))
+        });
+        Ok(items)
+    }
+}
+
 impl GlobalFlags {
     /// Loads the kubeconfig, builds a client and resolves the namespace.
     pub async fn connect(&self) -> Result<Session, PluginError> {

@@ -78,29 +78,11 @@ pub async fn run(cmd: TaskCommand, s: &Session, out: &mut impl Write) -> Result<
 }
 
 async fn get(s: &Session, name: &str) -> Result<RedroidTask, PluginError> {
-    let api: Api<RedroidTask> = Api::namespaced(s.client.clone(), &s.namespace);
-    api.get(name)
-        .await
-        .map_err(|e| PluginError::from_kube(KIND, name, &s.namespace, "get", e))
+    s.get(KIND, name).await
 }
 
 async fn list(s: &Session, all: bool, out: &mut impl Write) -> Result<(), PluginError> {
-    let api: Api<RedroidTask> = if all {
-        Api::all(s.client.clone())
-    } else {
-        Api::namespaced(s.client.clone(), &s.namespace)
-    };
-    let mut items = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| PluginError::Api {
-            action: "list redroidtasks".into(),
-            source: e,
-        })?
-        .items;
-    items.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
-    });
+    let items: Vec<RedroidTask> = s.list_sorted("redroidtasks", all).await?;
     write_out(out, &list_table(&items, all, &s.namespace))
 }
 
