@@ -176,11 +176,7 @@ async fn list(s: &Session, all: bool, out: &mut impl Write) -> Result<(), Plugin
 /// The `instance list` output for these instances.
 pub fn list_table(items: &[RedroidInstance], all: bool, namespace: &str) -> String {
     if items.is_empty() {
-        return if all {
-            "No resources found\n".into()
-        } else {
-            format!("No resources found in {namespace} namespace.\n")
-        };
+        return super::table::no_resources(all, namespace);
     }
     let mut header = vec![
         "NAME",

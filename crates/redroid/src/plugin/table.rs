@@ -123,6 +123,15 @@ pub fn or_none(value: Option<&str>) -> String {
     }
 }
 
+/// kubectl's message for an empty list, in one namespace or across all of them.
+pub fn no_resources(all: bool, namespace: &str) -> String {
+    if all {
+        "No resources found\n".into()
+    } else {
+        format!("No resources found in {namespace} namespace.\n")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,11 +97,7 @@ fn schedule_of(t: &RedroidTask) -> String {
 /// The `task list` output for these tasks.
 pub fn list_table(items: &[RedroidTask], all: bool, namespace: &str) -> String {
     if items.is_empty() {
-        return if all {
-            "No resources found\n".into()
-        } else {
-            format!("No resources found in {namespace} namespace.\n")
-        };
+        return super::table::no_resources(all, namespace);
     }
     let mut header = vec![
         "NAME",

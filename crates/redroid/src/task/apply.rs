@@ -108,6 +108,27 @@ pub async fn event(
 }
 
 /// A reference to `kind`/`name` in the task's namespace, for [`event`].
+/// An Event on `task` about its batch/v1 child (`kind` Job or CronJob) called `name`.
+async fn child_event(
+    ctx: &Context,
+    task: &RedroidTask,
+    kind: &str,
+    name: &str,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    event(
+        ctx,
+        task,
+        about(task, "batch/v1", kind, name),
+        type_,
+        reason,
+        note,
+    )
+    .await
+}
+
 pub fn about(
     task: &RedroidTask,
     api_version: &str,
@@ -243,10 +264,11 @@ pub async fn create_jobs(
             .await
         {
             Ok(_) => {
-                event(
+                child_event(
                     ctx,
                     task,
-                    about(task, "batch/v1", "Job", &name),
+                    "Job",
+                    &name,
                     EventType::Normal,
                     "CreatedJob",
                     format!("Created Job {name}"),
@@ -255,10 +277,11 @@ pub async fn create_jobs(
             }
             Err(source) => {
                 let note = format!("Failed to create Job {name}: {source}");
-                event(
+                child_event(
                     ctx,
                     task,
-                    about(task, "batch/v1", "Job", &name),
+                    "Job",
+                    &name,
                     EventType::Warning,
                     "FailedCreateJob",
                     note,
@@ -289,10 +312,11 @@ pub async fn delete_jobs(
             source,
         };
         ignore_not_found(api.delete(name, &dp).await.map(|_| ())).map_err(err)?;
-        event(
+        child_event(
             ctx,
             task,
-            about(task, "batch/v1", "Job", name),
+            "Job",
+            name,
             EventType::Normal,
             "DeletedJob",
             format!("Deleted Job {name}: its instance left the task"),
@@ -332,10 +356,11 @@ pub async fn cronjobs(
             ..DeleteParams::default()
         };
         ignore_not_found(api.delete(&name, &dp).await.map(|_| ())).map_err(err)?;
-        event(
+        child_event(
             ctx,
             task,
-            about(task, "batch/v1", "CronJob", &name),
+            "CronJob",
+            &name,
             EventType::Normal,
             "DeletedCronJob",
             format!("Deleted CronJob {name}: its instance left the task"),
@@ -359,10 +384,11 @@ pub async fn cronjobs(
         };
         match result {
             Ok(_) => {
-                event(
+                child_event(
                     ctx,
                     task,
-                    about(task, "batch/v1", "CronJob", &name),
+                    "CronJob",
+                    &name,
                     EventType::Normal,
                     reason,
                     format!("{verb} CronJob {name}"),
@@ -371,10 +397,11 @@ pub async fn cronjobs(
             }
             Err(source) => {
                 let note = format!("Failed to apply CronJob {name}: {source}");
-                event(
+                child_event(
                     ctx,
                     task,
-                    about(task, "batch/v1", "CronJob", &name),
+                    "CronJob",
+                    &name,
                     EventType::Warning,
                     "FailedCreateCronJob",
                     note,
