@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 /// Each operator's CRDs, by deploy directory name. Operators add themselves here.
 fn operators() -> Vec<(&'static str, Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>)>{
-    vec![("redroid", redroid::crd::crds())]
+    vec![
+        ("redroid", redroid::crd::crds()),
+        ("cocoon", cocoon::crd::crds()),
+    ]
 }
 
 fn repo_root() -> PathBuf {

@@ -1,0 +1,63 @@
+//! What every reconcile of the cocoon operator gets: the client, the snapshot registry, an
+//! Event recorder, the operator's metrics, per-object back-off and the per-VM locks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::metrics::CocoonMetrics;
+use crate::names;
+use crate::registry::SharedRegistry;
+
+/// Shared by both controllers.
+pub struct Context {
+    /// Kubernetes client (the operator's own ServiceAccount in a cluster).
+    pub client: Client,
+    /// The snapshot registry.
+    pub registry: SharedRegistry,
+    /// Publishes Events as `cocoon-operator`.
+    pub recorder: Recorder,
+    /// `cocoon_operator_*` metrics.
+    pub metrics: CocoonMetrics,
+    /// Per-object exponential back-off for failed reconciles.
+    pub backoff: kit::reconcile::Backoff,
+    /// Serialises work on one VM across CocoonHibernations.
+    pub vm_locks: VmLocks,
+}
+
+impl Context {
+    /// A context for `client` and `registry`.
+    pub fn new(client: Client, registry: SharedRegistry, metrics: CocoonMetrics) -> Self {
+        let reporter = Reporter {
+            controller: names::FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            registry,
+            metrics,
+            backoff: Default::default(),
+            vm_locks: VmLocks::default(),
+        }
+    }
+}
+
+/// One async lock per VM name: passes that act on the same VM run one after another.
+#[derive(Default)]
+pub struct VmLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+impl VmLocks {
+    /// Waits for and takes the lock of `vm`.
+    pub async fn lock(&self, vm: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            // Drop locks nobody holds or waits for, so the map follows the live VMs.
+            map.retain(|_, l| Arc::strong_count(l) > 1);
+            map.entry(vm.to_owned()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}

@@ -1,0 +1,1 @@
+//! The epoch registry client.

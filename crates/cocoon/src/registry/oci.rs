@@ -1,0 +1,1 @@
+//! The OCI distribution registry client.

@@ -1,0 +1,1 @@
+//! vk-cocoon simulator (test support).
