@@ -15,11 +15,13 @@ use crate::telemetry::LogFormat;
 #[derive(Args, Clone, Debug, PartialEq, Eq)]
 pub struct OperatorFlags {
     /// Address the /metrics endpoint binds to (`HOST:PORT` or `:PORT`).
-    #[arg(long, env = "METRICS_ADDR", default_value = ":8080", value_parser = parse_addr)]
+    /// controller-runtime's `--metrics-bind-address` is accepted as an alias.
+    #[arg(long, env = "METRICS_ADDR", default_value = ":8080", value_parser = parse_addr, alias = "metrics-bind-address")]
     pub metrics_addr: SocketAddr,
 
     /// Address the /healthz and /readyz probes bind to; may equal the metrics address.
-    #[arg(long, env = "PROBE_ADDR", default_value = ":8081", value_parser = parse_addr)]
+    /// controller-runtime's `--health-probe-bind-address` is accepted as an alias.
+    #[arg(long, env = "PROBE_ADDR", default_value = ":8081", value_parser = parse_addr, alias = "health-probe-bind-address")]
     pub probe_addr: SocketAddr,
 
     /// Run controllers only while holding the leader Lease (`--leader-elect=false` to disable).

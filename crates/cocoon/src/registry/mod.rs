@@ -7,8 +7,11 @@
 //! - [`Registry::delete_manifest`]: `Ok(())` on 2xx **and** on 404 (ensure-absent); anything
 //!   else is an `Err`.
 
+pub mod config;
 pub mod epoch;
 pub mod oci;
+
+pub use config::{Credentials, RegistrySettings};
 
 use std::sync::Arc;
 
