@@ -88,14 +88,46 @@ impl CocoonMetrics {
     pub fn register(metrics: &kit::metrics::Metrics) -> Self {
         let m = Self::default();
         let p = "cocoon_operator_";
-        metrics.register(&format!("{p}subagent_rebuild"), "Sub-agent pods deleted for a rebuild", m.subagent_rebuild.clone());
-        metrics.register(&format!("{p}subagent_dead_letter"), "Sub-agent pods left in dead-letter after exhausting rebuilds", m.subagent_dead_letter.clone());
-        metrics.register(&format!("{p}hibernate_phase_duration_seconds"), "Time from Hibernating to Hibernated or timeout", m.hibernate_phase_duration.clone());
-        metrics.register(&format!("{p}wake_phase_duration_seconds"), "Time from Waking to Active or timeout", m.wake_phase_duration.clone());
-        metrics.register(&format!("{p}lifecycle_state_failed_observed"), "Lifecycle state failed observed on a pod", m.lifecycle_state_failed_observed.clone());
-        metrics.register(&format!("{p}slot_release_pods_deleted"), "Pods deleted by a release-policy suspend", m.slot_release_pods_deleted.clone());
-        metrics.register(&format!("{p}slot_release_wake"), "Released sets woken, by placement", m.slot_release_wake.clone());
-        metrics.register(&format!("{p}slot_release_wake_unschedulable"), "Released wakes whose main pod was unschedulable", m.slot_release_wake_unschedulable.clone());
+        metrics.register(
+            &format!("{p}subagent_rebuild"),
+            "Sub-agent pods deleted for a rebuild",
+            m.subagent_rebuild.clone(),
+        );
+        metrics.register(
+            &format!("{p}subagent_dead_letter"),
+            "Sub-agent pods left in dead-letter after exhausting rebuilds",
+            m.subagent_dead_letter.clone(),
+        );
+        metrics.register(
+            &format!("{p}hibernate_phase_duration_seconds"),
+            "Time from Hibernating to Hibernated or timeout",
+            m.hibernate_phase_duration.clone(),
+        );
+        metrics.register(
+            &format!("{p}wake_phase_duration_seconds"),
+            "Time from Waking to Active or timeout",
+            m.wake_phase_duration.clone(),
+        );
+        metrics.register(
+            &format!("{p}lifecycle_state_failed_observed"),
+            "Lifecycle state failed observed on a pod",
+            m.lifecycle_state_failed_observed.clone(),
+        );
+        metrics.register(
+            &format!("{p}slot_release_pods_deleted"),
+            "Pods deleted by a release-policy suspend",
+            m.slot_release_pods_deleted.clone(),
+        );
+        metrics.register(
+            &format!("{p}slot_release_wake"),
+            "Released sets woken, by placement",
+            m.slot_release_wake.clone(),
+        );
+        metrics.register(
+            &format!("{p}slot_release_wake_unschedulable"),
+            "Released wakes whose main pod was unschedulable",
+            m.slot_release_wake_unschedulable.clone(),
+        );
         m
     }
 
@@ -116,12 +148,21 @@ mod tests {
     fn names_are_upstreams() {
         let registry = kit::metrics::Metrics::new();
         let m = CocoonMetrics::register(&registry);
-        m.subagent_rebuild.get_or_create(&CocoonMetrics::set("ns", "demo")).inc();
+        m.subagent_rebuild
+            .get_or_create(&CocoonMetrics::set("ns", "demo"))
+            .inc();
         m.hibernate_phase_duration
-            .get_or_create(&ResultLabels { result: "ok".into() })
+            .get_or_create(&ResultLabels {
+                result: "ok".into(),
+            })
             .observe(12.0);
         let out = registry.encode();
-        assert!(out.contains(r#"cocoon_operator_subagent_rebuild_total{namespace="ns",cocoonset="demo"} 1"#), "{out}");
+        assert!(
+            out.contains(
+                r#"cocoon_operator_subagent_rebuild_total{namespace="ns",cocoonset="demo"} 1"#
+            ),
+            "{out}"
+        );
         assert!(out.contains(r#"cocoon_operator_hibernate_phase_duration_seconds_bucket{le="30.0",result="ok"} 1"#), "{out}");
     }
 }

@@ -1,1 +1,357 @@
-//! The CocoonSet controller.
+//! The CocoonSet controller: one main agent, `replicas` sub-agents and named toolboxes per
+//! set, each a pod vk-cocoon turns into a VM; suspend/wake through the snapshot registry.
+//!
+//! Contract of [`reconcile`], first matching branch wins (reference §4.1):
+//! `finalize` (deleting sets: pods gone, then registry tags by snapshot policy, then the
+//! finalizer) → `add_finalizer` → `observe` (owned pods from the watch cache, classified) →
+//! `stamp_generation` → `handle_failed_main` → `suspend` (retain or release) →
+//! `migrate_main` (`spec.nodeName`) → `wake_released` → `unsuspend` → `ensure_main` →
+//! `ensure_sub_agents` + `ensure_toolboxes` → `write_status`.
+//! Expected waits are requeues (5 s while the main starts, suspend/migration/wake polls);
+//! registry errors are errors (per-object back-off) wherever the reference says fail closed.
+//! A converged pass makes no write at all.
+
+mod agents;
+mod delete;
+mod failure;
+mod migration;
+pub mod pass;
+mod suspend;
+mod toolboxes;
+mod wake;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kit::controller::{ControllerSettings, RunContext, run_controller};
+use kit::reconcile::{Outcome, ReconcileError};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
+use kube::{Resource, ResourceExt};
+
+use crate::context::Context;
+use crate::crd::CocoonSet;
+use crate::names;
+use crate::pods::classify::classify;
+use crate::registry::RegistryError;
+use pass::Pass;
+
+/// The controller name (metrics label).
+pub const CONTROLLER: &str = "cocoonset";
+/// How long to wait for the main agent, a suspend, a migration or a wake between looks.
+pub const POLL: Duration = Duration::from_secs(5);
+/// "Look again now": after a write whose result the next pass must see.
+pub const AGAIN: Duration = Duration::from_millis(500);
+
+/// A failed reconcile, by the action that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Listing the set's pods failed.
+    #[error("listing pods: {source}")]
+    ListPods {
+        /// The cause.
+        source: kube::Error,
+    },
+    /// Reading one pod failed.
+    #[error("reading pod {pod}: {source}")]
+    ReadPod {
+        /// The pod.
+        pod: String,
+        /// The cause.
+        source: kube::Error,
+    },
+    /// Creating a pod failed.
+    #[error("creating pod {pod}: {source}")]
+    CreatePod {
+        /// The pod.
+        pod: String,
+        /// The cause.
+        source: kube::Error,
+    },
+    /// Deleting a pod failed.
+    #[error("deleting pod {pod}: {source}")]
+    DeletePod {
+        /// The pod.
+        pod: String,
+        /// The cause.
+        source: kube::Error,
+    },
+    /// Patching a pod's annotations failed.
+    #[error("patching pod {pod}: {source}")]
+    PatchPod {
+        /// The pod.
+        pod: String,
+        /// The cause.
+        source: kube::Error,
+    },
+    /// Patching the set's metadata (finalizer, operator annotations) failed.
+    #[error("patching the cocoonset: {source}")]
+    PatchSet {
+        /// The cause.
+        source: kube::Error,
+    },
+    /// Writing the status failed.
+    #[error("writing status: {source}")]
+    Status {
+        /// The cause.
+        source: kube::Error,
+    },
+    /// Listing CocoonHibernations failed.
+    #[error("listing cocoonhibernations: {source}")]
+    ListHibernations {
+        /// The cause.
+        source: kube::Error,
+    },
+    /// A snapshot registry call failed.
+    #[error("registry {op} {reference}: {source}")]
+    Registry {
+        /// `probe` or `delete`.
+        op: &'static str,
+        /// `<vm>:<tag>`.
+        reference: String,
+        /// The cause.
+        source: RegistryError,
+    },
+    /// The spec cannot be acted on (reported in status and an Event).
+    #[error("invalid spec: {0}")]
+    InvalidSpec(String),
+    /// A pod of ours is in the way under a name we need.
+    #[error("name collision: {0}")]
+    NameCollision(String),
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::ListPods { .. } | Error::ReadPod { .. } | Error::ListHibernations { .. } => {
+                "read_failed"
+            }
+            Error::CreatePod { .. } | Error::DeletePod { .. } | Error::PatchPod { .. } => {
+                "pod_write_failed"
+            }
+            Error::PatchSet { .. } => "set_write_failed",
+            Error::Status { .. } => "status_write_failed",
+            Error::Registry { .. } => "registry_failed",
+            Error::InvalidSpec(_) => "invalid_spec",
+            Error::NameCollision(_) => "name_collision",
+        }
+    }
+
+    fn is_permanent(&self) -> bool {
+        matches!(self, Error::InvalidSpec(_) | Error::NameCollision(_))
+    }
+}
+
+/// What [`reconcile`] gets: the shared context and the pod cache.
+pub struct Reconciler {
+    /// The operator context.
+    pub ctx: Arc<Context>,
+    /// Pods labelled with a set name.
+    pub pods: Store<Pod>,
+}
+
+/// A step's verdict: go on to the next step, or end the pass with this outcome.
+pub type Step = Option<Outcome>;
+
+/// One reconcile pass of `set` (see the module docs).
+pub async fn reconcile(set: Arc<CocoonSet>, r: Arc<Reconciler>) -> Result<Action, Error> {
+    let ctx = &r.ctx;
+    if set.meta().deletion_timestamp.is_some() {
+        let outcome = delete::finalize(ctx, set.clone()).await?;
+        if outcome == Outcome::Done {
+            ctx.backoff.forget(&*set);
+        }
+        return Ok(outcome.into());
+    }
+    if !set
+        .finalizers()
+        .iter()
+        .any(|f| f == names::COCOONSET_FINALIZER)
+    {
+        add_finalizer(ctx, &set).await?;
+        return Ok(Action::requeue(AGAIN));
+    }
+    let _ = r.pods.wait_until_ready().await;
+    let pods = classify(&set, cached_pods(&r.pods, &set));
+    let mut pass = Pass::new(ctx, set.clone(), pods);
+    let outcome = steps(&mut pass).await?;
+    Ok(ctx.backoff.succeeded(&*set, outcome))
+}
+
+/// The ordered steps after observation; each may end the pass.
+async fn steps(pass: &mut Pass<'_>) -> Result<Outcome, Error> {
+    agents::stamp_generation(pass).await?;
+    if let Some(out) = failure::handle_failed_main(pass).await? {
+        return Ok(out);
+    }
+    if pass.set.spec.suspend.unwrap_or(false) {
+        return suspend::suspend(pass).await;
+    }
+    if let Some(out) = migration::migrate_main(pass).await? {
+        return Ok(out);
+    }
+    if let Some(out) = wake::wake_released(pass).await? {
+        return Ok(out);
+    }
+    agents::unsuspend(pass).await?;
+    if let Some(out) = agents::ensure_main(pass).await? {
+        return Ok(out);
+    }
+    let (subs_changed, rebuild_wait) = agents::ensure_sub_agents(pass).await?;
+    let toolboxes_changed = match toolboxes::ensure_toolboxes(pass).await {
+        Err(Error::InvalidSpec(msg)) => return toolboxes::report_invalid(pass, msg).await,
+        other => other?,
+    };
+    if subs_changed || toolboxes_changed {
+        return Ok(Outcome::RequeueAfter(AGAIN));
+    }
+    pass.write_status(None).await?;
+    Ok(rebuild_wait.map_or(Outcome::Done, Outcome::RequeueAfter))
+}
+
+async fn add_finalizer(ctx: &Context, set: &CocoonSet) -> Result<(), Error> {
+    let api: Api<CocoonSet> =
+        Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
+    let mut finalizers = set.finalizers().to_vec();
+    finalizers.push(names::COCOONSET_FINALIZER.to_owned());
+    // The resourceVersion makes this an optimistic update: a concurrent change fails it.
+    let patch = serde_json::json!({
+        "metadata": { "finalizers": finalizers, "resourceVersion": set.resource_version() }
+    });
+    api.patch(
+        &set.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| Error::PatchSet { source })
+}
+
+fn cached_pods(store: &Store<Pod>, set: &CocoonSet) -> Vec<Pod> {
+    let (ns, name) = (set.namespace(), set.name_any());
+    store
+        .state()
+        .iter()
+        .filter(|p| p.namespace() == ns)
+        .filter(|p| p.labels().get(names::LABEL_SET) == Some(&name))
+        .map(|p| (**p).clone())
+        .collect()
+}
+
+/// Retry policy: transient errors back off per object, permanent ones wait for a change.
+pub fn error_policy(set: Arc<CocoonSet>, err: &Error, r: Arc<Reconciler>) -> Action {
+    r.ctx.backoff.failed(&*set, err)
+}
+
+/// What about a pod can change what the controller decides: deletion, phase, readiness,
+/// labels, annotations, container running, node. Other updates (e.g. heartbeats of
+/// conditions' timestamps) are filtered out.
+fn pod_fingerprint(pod: &Pod) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    pod.metadata.deletion_timestamp.is_some().hash(&mut h);
+    crate::pods::state::phase(pod).hash(&mut h);
+    crate::pods::state::is_ready(pod).hash(&mut h);
+    crate::pods::state::container_running(pod).hash(&mut h);
+    crate::pods::state::node_name(pod).hash(&mut h);
+    crate::pods::state::unschedulable(pod).hash(&mut h);
+    pod.metadata.labels.hash(&mut h);
+    pod.metadata.annotations.hash(&mut h);
+    Some(h.finish())
+}
+
+/// Pod events that matter: every deletion, and applies whose [`pod_fingerprint`] changed.
+/// (kube's `predicate_filter` would also swallow the final Delete of a pod whose terminating
+/// update was already seen, and "the pod is gone" is exactly what a waiting set needs.)
+fn relevant_pod_changes(
+    events: impl futures::Stream<Item = Result<watcher::Event<Pod>, watcher::Error>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<Pod, watcher::Error>> + Send + 'static {
+    let mut seen: std::collections::HashMap<String, u64> = Default::default();
+    events
+        .map(move |event| {
+            let pods: Vec<Pod> = match event {
+                Err(e) => return vec![Err(e)],
+                Ok(watcher::Event::Delete(pod)) => {
+                    seen.remove(&pod.uid().unwrap_or_default());
+                    vec![pod]
+                }
+                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                    let fingerprint = pod_fingerprint(&pod).unwrap_or_default();
+                    let previous = seen.insert(pod.uid().unwrap_or_default(), fingerprint);
+                    (previous != Some(fingerprint))
+                        .then_some(pod)
+                        .into_iter()
+                        .collect()
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => vec![],
+            };
+            pods.into_iter().map(Ok).collect::<Vec<_>>()
+        })
+        .flat_map(futures::stream::iter)
+}
+
+/// What about a set triggers a pass: a spec change (generation) or the start of deletion.
+/// Status and annotation writes (the operator's own) do not.
+fn set_fingerprint(set: &CocoonSet) -> Option<u64> {
+    let deleting = u64::from(set.meta().deletion_timestamp.is_some());
+    predicates::generation(set).map(|g| g.wrapping_mul(2).wrapping_add(deleting))
+}
+
+/// Runs the CocoonSet controller until `rc.shutdown` is cancelled, over `namespace` only
+/// (cluster-wide when `None`).
+pub async fn run(
+    ctx: Arc<Context>,
+    rc: RunContext,
+    concurrency: usize,
+    namespace: Option<String>,
+) -> anyhow::Result<()> {
+    let client = &ctx.client;
+    let sets: Api<CocoonSet> = scoped(client, namespace.as_deref());
+    let (set_store, set_writer) = reflector::store();
+    let set_events = reflector::reflector(
+        set_writer,
+        watcher(sets, watcher::Config::default()).default_backoff(),
+    )
+    .applied_objects()
+    .predicate_filter(set_fingerprint, Default::default());
+    let pods: Api<Pod> = scoped(client, namespace.as_deref());
+    let (pod_store, pod_writer) = reflector::store();
+    let pod_stream = watcher(pods, watcher::Config::default().labels(names::LABEL_SET))
+        .default_backoff()
+        .modify(|p| p.managed_fields_mut().clear());
+    let pod_events = relevant_pod_changes(reflector::reflector(pod_writer, pod_stream));
+    let controller =
+        Controller::for_stream(set_events.boxed(), set_store).owns_stream(pod_events.boxed());
+    let reconciler = Arc::new(Reconciler {
+        ctx,
+        pods: pod_store,
+    });
+    let mut settings = ControllerSettings::new(CONTROLLER);
+    settings.max_concurrent_reconciles = concurrency;
+    run_controller(
+        controller,
+        &settings,
+        &rc.metrics,
+        reconcile,
+        error_policy,
+        reconciler,
+        rc.shutdown.clone(),
+    )
+    .await;
+    Ok(())
+}
+
+fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}

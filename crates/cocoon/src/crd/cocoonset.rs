@@ -32,7 +32,11 @@ use super::{Backend, ConnType, OsType};
     doc = "CocoonSet is the Schema for the cocoonsets API.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyAgents"),
-    printcolumn(name = "Desired", type_ = "integer", json_path = ".status.desiredAgents"),
+    printcolumn(
+        name = "Desired",
+        type_ = "integer",
+        json_path = ".status.desiredAgents"
+    ),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -70,7 +74,10 @@ pub struct CocoonSetSpec {
     /// `cocoonstack.io/snapshot-cpu-class=<class>` so snapshots restore on compatible CPUs.
     /// Immutable once set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 63), regex(pattern = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"))]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+    )]
     pub snapshot_compatibility_class: Option<String>,
 
     /// Pins the main agent to a node through a required hostname node affinity (the pod stays
@@ -82,8 +89,13 @@ pub struct CocoonSetSpec {
     /// The agents: the main agent (always one) and `replicas` sub-agents forked from it.
     pub agent: AgentSpec,
 
-    /// Toolbox VMs, by unique name; each runs in pod `<set>-<name>`.
+    /// Toolbox VMs (at most 256), by unique name; each runs in pod `<set>-<name>`. Names are
+    /// map keys: a duplicate is rejected at admission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 256),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
+    )]
     pub toolboxes: Option<Vec<ToolboxSpec>>,
 }
 
@@ -187,12 +199,17 @@ impl AgentMode {
 }
 
 /// A toolbox VM of a CocoonSet.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolboxSpec {
-    /// Toolbox name, unique in the set (a DNS label, not a pure integer): the pod is
-    /// `<set>-<name>` and the VM `vk-<namespace>-<set>-<name>`.
-    #[schemars(length(min = 1), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    /// Toolbox name, unique in the set: a DNS label of at most 63 characters (it is also the
+    /// pod's slot label value) that is not a pure integer. The pod is `<set>-<name>` and the
+    /// VM `vk-<namespace>-<set>-<name>`.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    #[x_kube(validation = Rule::new("!self.matches('^[0-9]+$')").message("toolbox name must not be an integer: it would collide with an agent slot's pod name"))]
     pub name: String,
 
     /// VM image (not needed in `static` mode).
@@ -204,12 +221,16 @@ pub struct ToolboxSpec {
     #[serde(default)]
     pub mode: ToolboxMode,
 
-    /// VM id of a `static` toolbox.
+    /// IP address of a `static` toolbox.
     #[serde(rename = "staticIP", default, skip_serializing_if = "Option::is_none")]
     pub static_ip: Option<String>,
 
-    /// IP address of a `static` toolbox.
-    #[serde(rename = "staticVMID", default, skip_serializing_if = "Option::is_none")]
+    /// VM id of a `static` toolbox.
+    #[serde(
+        rename = "staticVMID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub static_vmid: Option<String>,
 
     /// VNC port advertised for the toolbox.
@@ -272,7 +293,11 @@ pub struct VmOptions {
     pub force_pull: Option<bool>,
 
     /// Disable O_DIRECT on writable disks (host page cache instead). Cloud Hypervisor only.
-    #[serde(rename = "noDirectIO", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "noDirectIO",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub no_direct_io: Option<bool>,
 
     /// TCP port checked instead of the default ICMP probe.

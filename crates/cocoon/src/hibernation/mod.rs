@@ -1,1 +1,333 @@
-//! The CocoonHibernation controller.
+//! The CocoonHibernation controller: hibernate or wake the VM behind one pod.
+//!
+//! Contract of [`reconcile`], one pass as named steps:
+//! `read_fresh → (deleting: delete::finalize) → ensure_finalizer → read_pod →
+//! (bad reference: report_bad_ref) → lock_vm → set_annotation → probe_registry → decide →
+//! drop_tag → write_status → publish`.
+//! - Hibernate sets `vm.cocoonstack.io/hibernate=true` on the pod and is confirmed by the
+//!   lifecycle contract plus the registry ([`decide`]); a registry error is returned so the
+//!   pass is retried with back-off, and an unconfirmed hibernate fails after its deadline.
+//! - Wake removes the annotation, waits for a running container and a VM id, then drops
+//!   `<vm>:hibernate` (best effort); past its deadline it is `Failed` with a dated message.
+//! - A `Failed` CR is retried by the next pass that is triggered (its pod changed, the CR was
+//!   edited or annotated, the operator restarted); re-entering the transition restarts its
+//!   time budget. Its own status writes do not trigger a pass ([`watch`]).
+//! - A bad reference (missing pod, pod without a VM name) is written to the status with one
+//!   Warning Event per change, re-checked on the pod watch and a slow backstop, never in a
+//!   hot loop.
+//! - Passes of CRs acting on the same VM run one at a time (`Context::vm_locks`).
+//! - Status is written only when it differs; a converged CR makes no writes.
+
+pub mod apply;
+pub mod decide;
+pub mod delete;
+pub mod observe;
+pub mod status;
+pub mod watch;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use kit::controller::{ControllerSettings, RunContext, run_controller};
+use kit::reconcile::{Outcome, ReconcileError};
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, reflector, watcher};
+use kube::{Resource, ResourceExt};
+
+use crate::context::Context;
+use crate::crd::{CocoonHibernation, HibernationPhase};
+use crate::registry::RegistryError;
+use decide::{Decision, Flow, Next, PodFacts, Probe, Seen, Timeouts};
+
+/// Controller name: the `controller` metric label.
+pub const CONTROLLER: &str = "cocoonhibernation";
+
+/// A failed pass, by step.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading failed.
+    #[error(transparent)]
+    Observe(#[from] observe::ObserveError),
+    /// Writing the finalizer or the pod failed.
+    #[error(transparent)]
+    Apply(#[from] apply::ApplyError),
+    /// Writing the status failed.
+    #[error(transparent)]
+    Status(#[from] status::StatusError),
+    /// The registry could not confirm a hibernate; retried until the deadline.
+    #[error("confirming {vm}:hibernate: {source}")]
+    Registry {
+        /// The VM (registry repository).
+        vm: String,
+        /// The registry error.
+        #[source]
+        source: RegistryError,
+    },
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::Observe(e) => e.category(),
+            Error::Apply(e) => e.category(),
+            Error::Status(e) => e.category(),
+            Error::Registry { .. } => "registry_probe",
+        }
+    }
+}
+
+/// How the controller runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// CRs reconciled at once.
+    pub concurrency: usize,
+    /// Watch only this namespace (CRs and pods); `None` is cluster-wide.
+    pub namespace: Option<String>,
+    /// Deadlines and poll interval.
+    pub timeouts: Timeouts,
+}
+
+/// What every pass gets: the operator context and the time budgets.
+pub struct Reconciler {
+    /// The operator context.
+    pub ctx: Arc<Context>,
+    /// Deadlines and poll interval.
+    pub timeouts: Timeouts,
+}
+
+/// One pass over `obj` (see the module contract).
+pub async fn reconcile(obj: Arc<CocoonHibernation>, r: Arc<Reconciler>) -> Result<Action, Error> {
+    let ctx = &r.ctx;
+    let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    let api: Api<CocoonHibernation> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(cr) = observe::current(&api, &ns, &name).await? else {
+        ctx.backoff.forget(&*obj);
+        return Ok(Action::await_change());
+    };
+    if cr.meta().deletion_timestamp.is_some() {
+        delete::finalize(ctx, &api, &cr).await?;
+        ctx.backoff.forget(&cr);
+        return Ok(Action::await_change());
+    }
+    apply::ensure_finalizer(&api, &cr).await?;
+    let pod_name = cr.spec.pod_ref.name.clone();
+    let pod = observe::pod(ctx, &ns, &pod_name).await?;
+    let outcome = match decide::facts(&ns, &pod_name, pod.as_ref()) {
+        Err(bad) => report_bad_ref(ctx, &api, &cr, &bad).await?,
+        Ok(facts) => {
+            let _locks = lock_vms(ctx, &cr, &facts.vm).await;
+            step(&r, &api, &cr, &facts).await?
+        }
+    };
+    Ok(ctx.backoff.succeeded(&cr, outcome))
+}
+
+// The pod's VM and the VM the status names (they differ once a CR's pod got a new VM),
+// locked in name order so two passes can never wait on each other.
+async fn lock_vms(
+    ctx: &Context,
+    cr: &CocoonHibernation,
+    vm: &str,
+) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
+    let mut keys = vec![vm.to_owned()];
+    keys.extend(Seen::of(cr).vm_name);
+    keys.sort();
+    keys.dedup();
+    let mut guards = Vec::with_capacity(keys.len());
+    for k in keys {
+        guards.push(ctx.vm_locks.lock(&k).await);
+    }
+    guards
+}
+
+// One transition step on a pod with a VM.
+async fn step(
+    r: &Reconciler,
+    api: &Api<CocoonHibernation>,
+    cr: &CocoonHibernation,
+    pod: &PodFacts,
+) -> Result<Outcome, Error> {
+    let ctx = &r.ctx;
+    let (ns, seen) = (cr.namespace().unwrap_or_default(), Seen::of(cr));
+    let flow = decide::flow(cr.spec.desire, seen.phase);
+    let pod_name = &cr.spec.pod_ref.name;
+    apply::hibernate_annotation(
+        ctx,
+        &ns,
+        pod_name,
+        flow == Flow::Hibernate,
+        pod.hibernate_set,
+    )
+    .await?;
+    let mut probe_error = None;
+    let probe = if flow == Flow::Hibernate && decide::needs_probe(&seen, pod) {
+        Some(probe_registry(ctx, &pod.vm, &mut probe_error).await)
+    } else {
+        None
+    };
+    let now = Timestamp::now();
+    let d = match flow {
+        Flow::Hibernate => decide::hibernate(&seen, pod, probe.as_ref(), now, &r.timeouts),
+        Flow::Wake => decide::wake(&seen, pod, now, &r.timeouts),
+    };
+    if d.phase == HibernationPhase::Active && seen.phase != Some(HibernationPhase::Active) {
+        apply::drop_tag(ctx, cr, &pod.vm).await;
+    }
+    let desired = status::compute(cr, d.phase, Some(&pod.vm), d.message.as_deref(), now);
+    status::write(api, cr, &desired).await?;
+    publish(ctx, cr, flow, &seen, &d, &pod.vm, now).await;
+    match (d.next, probe_error) {
+        (Next::RetryError, Some(source)) => Err(Error::Registry {
+            vm: pod.vm.clone(),
+            source,
+        }),
+        (Next::After(after), _) => Ok(Outcome::RequeueAfter(after)),
+        _ => Ok(Outcome::Done),
+    }
+}
+
+async fn probe_registry(ctx: &Context, vm: &str, error: &mut Option<RegistryError>) -> Probe {
+    match ctx
+        .registry
+        .has_manifest(vm, crate::names::TAG_HIBERNATE)
+        .await
+    {
+        Ok(true) => Probe::Present,
+        Ok(false) => Probe::Absent,
+        Err(e) => {
+            let probe = Probe::Error(e.category());
+            *error = Some(e);
+            probe
+        }
+    }
+}
+
+// The Events and the duration sample of the transition just written.
+async fn publish(
+    ctx: &Context,
+    cr: &CocoonHibernation,
+    flow: Flow,
+    seen: &Seen,
+    d: &Decision,
+    vm: &str,
+    now: Timestamp,
+) {
+    let pod = format!(
+        "{}/{}",
+        cr.namespace().unwrap_or_default(),
+        cr.spec.pod_ref.name
+    );
+    let (notes, sample) = status::transition(flow, seen, d, vm, &pod, now);
+    for note in &notes {
+        apply::event(ctx, cr, note).await;
+    }
+    if let Some(s) = sample {
+        let family = match s.flow {
+            Flow::Hibernate => &ctx.metrics.hibernate_phase_duration,
+            Flow::Wake => &ctx.metrics.wake_phase_duration,
+        };
+        let labels = crate::metrics::ResultLabels {
+            result: s.result.into(),
+        };
+        family.get_or_create(&labels).observe(s.seconds);
+    }
+}
+
+// Pending (or kept) with the reason; one Warning Event when the reported reason changes.
+async fn report_bad_ref(
+    ctx: &Context,
+    api: &Api<CocoonHibernation>,
+    cr: &CocoonHibernation,
+    bad: &decide::BadRef,
+) -> Result<Outcome, Error> {
+    let seen = Seen::of(cr);
+    let Some(d) = decide::bad_ref(&seen, bad) else {
+        tracing::debug!(
+            reason = bad.reason(),
+            "keeping the phase while the pod is unusable"
+        );
+        return Ok(Outcome::RequeueAfter(decide::BAD_REF_RECHECK));
+    };
+    let news = decide::bad_ref_is_news(&seen, &d);
+    let desired = status::compute(cr, d.phase, None, d.message.as_deref(), Timestamp::now());
+    status::write(api, cr, &desired).await?;
+    if news {
+        let note = status::Note {
+            type_: kube::runtime::events::EventType::Warning,
+            reason: bad.reason(),
+            message: bad.message(),
+        };
+        apply::event(ctx, cr, &note).await;
+    }
+    Ok(Outcome::RequeueAfter(decide::BAD_REF_RECHECK))
+}
+
+/// Retry policy: per-object exponential back-off.
+pub fn error_policy(cr: Arc<CocoonHibernation>, err: &Error, r: Arc<Reconciler>) -> Action {
+    r.ctx.backoff.failed(&*cr, err)
+}
+
+/// Runs the controller cluster-wide until `rc.shutdown`, with the default deadlines unless
+/// the `COCOON_HIBERNATE_TIMEOUT_SECONDS` / `COCOON_WAKE_TIMEOUT_SECONDS` tuning knobs are
+/// set (read once, here).
+pub async fn run(ctx: Arc<Context>, rc: RunContext, concurrency: usize) -> anyhow::Result<()> {
+    let settings = Settings {
+        concurrency,
+        namespace: None,
+        timeouts: Timeouts::from_env(),
+    };
+    run_with(ctx, rc, settings).await
+}
+
+/// Runs the controller with explicit [`Settings`] until `rc.shutdown`.
+///
+/// CRs are watched through a reflector (the store maps pods to CRs) filtered by
+/// [`watch::cr_fingerprint`]; pods through [`watch::PodTriggers`].
+pub async fn run_with(ctx: Arc<Context>, rc: RunContext, settings: Settings) -> anyhow::Result<()> {
+    let ns = settings.namespace.as_deref();
+    let crs: Api<CocoonHibernation> = scoped(&ctx.client, ns);
+    let (store, writer) = reflector::store();
+    let cr_events = watcher(crs, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(watch::cr_fingerprint, PredicateConfig::default());
+    let mut triggers = watch::PodTriggers::default();
+    let pod_events = watcher(scoped(&ctx.client, ns), watcher::Config::default())
+        .default_backoff()
+        .filter_map(move |ev| std::future::ready(ev.map(|e| triggers.filter(e)).transpose()));
+    let mapper_store = store.clone();
+    let controller = Controller::for_stream(cr_events, store)
+        .watches_stream(pod_events, move |pod| {
+            watch::referencing(&mapper_store, &pod)
+        });
+    let mut cs = ControllerSettings::new(CONTROLLER);
+    cs.max_concurrent_reconciles = settings.concurrency;
+    let reconciler = Arc::new(Reconciler {
+        ctx,
+        timeouts: settings.timeouts,
+    });
+    run_controller(
+        controller,
+        &cs,
+        &rc.metrics,
+        reconcile,
+        error_policy,
+        reconciler,
+        rc.shutdown,
+    )
+    .await;
+    Ok(())
+}
+
+fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}

@@ -2,4 +2,9 @@
 //! classifying a set's pods, building them, detecting drift, sub-agent rebuild history and
 //! the CocoonSet status computed from them.
 
+pub mod build;
+pub mod classify;
+pub mod drift;
+pub mod rebuild;
 pub mod state;
+pub mod status;

@@ -1,0 +1,173 @@
+//! `finalize`: a deleted CocoonSet (reference §4.8).
+//!
+//! Contract:
+//! 1. The VM names to clean up are stashed on the set first (status ∪ earlier stash ∪ live
+//!    pods), so they survive the pods and an operator restart.
+//! 2. Every owned pod is deleted; vk-cocoon pushes `:latest` while it tears a VM down, so
+//!    tags are collected only once every pod is gone (look again in 5 s until then).
+//! 3. Per VM: `:hibernate` is deleted. `:latest` is kept for the VMs the snapshot policy
+//!    snapshots (`always`: every VM; `main-only`: slot 0), which is what the policy is for;
+//!    for the others it is deleted only if present, so no delete is ever issued for a tag
+//!    vk-cocoon never pushed (the seed's rule), while one left from an earlier policy is
+//!    still collected.
+//! 4. Registry errors do not block deletion: each is logged and reported as a Warning Event
+//!    (`RegistryCleanupFailed`) naming the tags that may have leaked.
+//! 5. The finalizer is removed.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kit::reconcile::Outcome;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+
+use super::pass::Pass;
+use super::{Error, POLL};
+use crate::context::Context;
+use crate::crd::{CocoonSet, SnapshotPolicy};
+use crate::names::{self, VmRole};
+use crate::pods::classify::classify;
+use crate::pods::state;
+
+/// Runs the deletion steps; `Done` once the finalizer is gone.
+pub async fn finalize(ctx: &Context, set: Arc<CocoonSet>) -> Result<Outcome, Error> {
+    if !set
+        .finalizers()
+        .iter()
+        .any(|f| f == names::COCOONSET_FINALIZER)
+    {
+        return Ok(Outcome::Done);
+    }
+    let empty = classify(&set, Vec::new());
+    let pass = Pass::new(ctx, set.clone(), empty);
+    let owned = owned_pods(&pass).await?;
+    let vms = stash_vm_names(&pass, &owned).await?;
+    for pod in &owned {
+        pass.delete_pod(&pod.name_any()).await?;
+    }
+    if !owned_pods(&pass).await?.is_empty() {
+        return Ok(Outcome::RequeueAfter(POLL));
+    }
+    collect_tags(&pass, &vms).await;
+    remove_finalizer(ctx, &set).await?;
+    Ok(Outcome::Done)
+}
+
+async fn owned_pods(pass: &Pass<'_>) -> Result<Vec<Pod>, Error> {
+    let pods = pass.list_pods().await?;
+    Ok(classify(&pass.set, pods).all)
+}
+
+async fn stash_vm_names(pass: &Pass<'_>, owned: &[Pod]) -> Result<BTreeSet<String>, Error> {
+    let existing = pass
+        .set_annotation(names::ANN_DELETE_VM_NAMES)
+        .unwrap_or_default()
+        .to_owned();
+    let mut vms: BTreeSet<String> = existing
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if let Some(status) = &pass.set.status {
+        vms.extend(status.agents.iter().map(|a| a.vm_name.clone()));
+        vms.extend(status.toolboxes.iter().map(|t| t.vm_name.clone()));
+    }
+    vms.extend(owned.iter().filter_map(state::vm_name).map(str::to_owned));
+    vms.remove("");
+    let joined = vms.iter().cloned().collect::<Vec<_>>().join(",");
+    if joined != existing {
+        pass.annotate_set(&[(names::ANN_DELETE_VM_NAMES, Some(&joined))])
+            .await?;
+    }
+    Ok(vms)
+}
+
+/// Whether vk-cocoon pushes `:latest` for `vm` under `policy`.
+pub fn policy_snapshots(policy: SnapshotPolicy, namespace: &str, set: &str, vm: &str) -> bool {
+    match policy {
+        SnapshotPolicy::Always => true,
+        SnapshotPolicy::Never => false,
+        SnapshotPolicy::MainOnly => names::vm_role(namespace, set, vm) == Some(VmRole::Agent(0)),
+    }
+}
+
+async fn collect_tags(pass: &Pass<'_>, vms: &BTreeSet<String>) {
+    let policy = pass.set.spec.snapshot_policy;
+    let mut leaked = Vec::new();
+    for vm in vms {
+        if let Err(e) = pass.drop_tag(vm, names::TAG_HIBERNATE).await {
+            tracing::warn!(error = %e, "registry cleanup failed");
+            leaked.push(format!("{vm}:{}", names::TAG_HIBERNATE));
+        }
+        if policy_snapshots(policy, pass.namespace(), &pass.name(), vm) {
+            continue;
+        }
+        let dropped = match pass.has_tag(vm, names::TAG_LATEST).await {
+            Ok(false) => Ok(()),
+            Ok(true) => pass.drop_tag(vm, names::TAG_LATEST).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = dropped {
+            tracing::warn!(error = %e, "registry cleanup failed");
+            leaked.push(format!("{vm}:{}", names::TAG_LATEST));
+        }
+    }
+    if !leaked.is_empty() {
+        let note = format!(
+            "could not delete registry tags (may have leaked): {}",
+            leaked.join(", ")
+        );
+        pass.event(true, "RegistryCleanupFailed", note).await;
+    }
+}
+
+async fn remove_finalizer(ctx: &Context, set: &CocoonSet) -> Result<(), Error> {
+    let api: Api<CocoonSet> =
+        Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
+    let kept: Vec<&String> = set
+        .finalizers()
+        .iter()
+        .filter(|f| *f != names::COCOONSET_FINALIZER)
+        .collect();
+    let patch = serde_json::json!({
+        "metadata": { "finalizers": kept, "resourceVersion": set.resource_version() }
+    });
+    match api
+        .patch(
+            &set.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(source) => Err(Error::PatchSet { source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latest_is_kept_exactly_where_the_policy_snapshots() {
+        let cases = [
+            (SnapshotPolicy::Always, "vk-ns-demo-0", true),
+            (SnapshotPolicy::Always, "vk-ns-demo-db", true),
+            (SnapshotPolicy::Never, "vk-ns-demo-0", false),
+            (SnapshotPolicy::MainOnly, "vk-ns-demo-0", true),
+            (SnapshotPolicy::MainOnly, "vk-ns-demo-1", false),
+            (SnapshotPolicy::MainOnly, "vk-ns-demo-db", false),
+            (SnapshotPolicy::MainOnly, "vk-ns-demo-db-0", false),
+        ];
+        for (policy, vm, want) in cases {
+            assert_eq!(
+                policy_snapshots(policy, "ns", "demo", vm),
+                want,
+                "{policy:?} {vm}"
+            );
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! One reconcile pass of a CocoonSet: what it observed and every write it makes.
+//!
+//! Contract: [`Pass`] is the only writer of the CocoonSet controller. Pod writes are idempotent
+//! (deterministic names: AlreadyExists and NotFound are reported, not failed), annotation
+//! patches are JSON merge patches that touch only the keys named (a `null` deletes a key, so
+//! "unsuspend" really removes `vm.cocoonstack.io/hibernate`), and status goes through
+//! `kit::status::patch_status_if_changed`, so a pass with nothing to do writes nothing.
+//! Registry calls are wrapped so every error names the VM and tag.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::Error;
+use crate::context::Context;
+use crate::crd::{CocoonHibernation, CocoonSet, CocoonSetPhase, HibernationPhase};
+use crate::names;
+use crate::pods::classify::Classified;
+
+/// Result of creating a pod.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Created {
+    /// Created now.
+    Yes,
+    /// A pod of that name exists (maybe still terminating).
+    AlreadyExists,
+}
+
+/// One pass over one CocoonSet.
+pub struct Pass<'a> {
+    /// The operator context.
+    pub ctx: &'a Context,
+    /// The set, as this pass saw it.
+    pub set: Arc<CocoonSet>,
+    /// Its pods, classified.
+    pub pods: Classified,
+    pods_api: Api<Pod>,
+    sets_api: Api<CocoonSet>,
+    namespace: String,
+    restore_intents: Option<Vec<String>>,
+}
+
+impl<'a> Pass<'a> {
+    /// A pass over `set` that observed `pods`.
+    pub fn new(ctx: &'a Context, set: Arc<CocoonSet>, pods: Classified) -> Self {
+        let namespace = set.namespace().unwrap_or_default();
+        Self {
+            pods_api: Api::namespaced(ctx.client.clone(), &namespace),
+            sets_api: Api::namespaced(ctx.client.clone(), &namespace),
+            ctx,
+            set,
+            pods,
+            namespace,
+            restore_intents: None,
+        }
+    }
+
+    /// The set's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The set's name.
+    pub fn name(&self) -> String {
+        self.set.name_any()
+    }
+
+    /// The set's generation (0 when unknown).
+    pub fn generation(&self) -> i64 {
+        self.set.meta().generation.unwrap_or(0)
+    }
+
+    /// The set's current status phase.
+    pub fn phase(&self) -> Option<CocoonSetPhase> {
+        self.set.status.as_ref().and_then(|s| s.phase)
+    }
+
+    /// An operator-private annotation of the set.
+    pub fn set_annotation(&self, key: &str) -> Option<&str> {
+        self.set
+            .annotations()
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The VM name of the main agent.
+    pub fn main_vm(&self) -> String {
+        names::agent_vm_name(&self.namespace, &self.name(), 0)
+    }
+
+    /// Creates `pod`.
+    pub async fn create_pod(&self, pod: &Pod) -> Result<Created, Error> {
+        match self.pods_api.create(&PostParams::default(), pod).await {
+            Ok(_) => Ok(Created::Yes),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Created::AlreadyExists),
+            Err(source) => Err(Error::CreatePod {
+                pod: pod.name_any(),
+                source,
+            }),
+        }
+    }
+
+    /// Deletes pod `name`; a pod already gone counts as deleted.
+    pub async fn delete_pod(&self, name: &str) -> Result<(), Error> {
+        match self.pods_api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(source) => Err(Error::DeletePod {
+                pod: name.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Sets (`Some`) or removes (`None`) annotations of pod `name` with one merge patch.
+    pub async fn annotate_pod(
+        &self,
+        name: &str,
+        changes: &[(&str, Option<&str>)],
+    ) -> Result<(), Error> {
+        let patch = annotation_patch(changes);
+        let params = PatchParams::default();
+        match self
+            .pods_api
+            .patch(name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(source) => Err(Error::PatchPod {
+                pod: name.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Sets or removes operator-private annotations on the set itself.
+    pub async fn annotate_set(&self, changes: &[(&str, Option<&str>)]) -> Result<(), Error> {
+        let patch = annotation_patch(changes);
+        let params = PatchParams::default();
+        self.sets_api
+            .patch(&self.name(), &params, &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|source| Error::PatchSet { source })
+    }
+
+    /// Reads pod `name` from the API, bypassing the cache (`None` when gone or terminating).
+    pub async fn live_pod(&self, name: &str) -> Result<Option<Pod>, Error> {
+        let pod = self
+            .pods_api
+            .get_opt(name)
+            .await
+            .map_err(|source| Error::ReadPod {
+                pod: name.to_owned(),
+                source,
+            })?;
+        Ok(pod.filter(|p| p.metadata.deletion_timestamp.is_none()))
+    }
+
+    /// Lists the set's pods from the API (deletion needs the truth, not the cache).
+    pub async fn list_pods(&self) -> Result<Vec<Pod>, Error> {
+        let lp = ListParams::default().labels(&format!("{}={}", names::LABEL_SET, self.name()));
+        self.pods_api
+            .list(&lp)
+            .await
+            .map(|l| l.items)
+            .map_err(|source| Error::ListPods { source })
+    }
+
+    /// Pods named by a CocoonHibernation in `Hibernated` or `Waking` (restore intent). Listed
+    /// at most once per pass, and only when a pod has to be built.
+    pub async fn restore_intent(&mut self, pod: &str) -> Result<bool, Error> {
+        if self.restore_intents.is_none() {
+            let api: Api<CocoonHibernation> =
+                Api::namespaced(self.ctx.client.clone(), &self.namespace);
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|source| Error::ListHibernations { source })?;
+            let restorable = list.items.into_iter().filter(|cr| {
+                matches!(
+                    cr.status.as_ref().and_then(|s| s.phase),
+                    Some(HibernationPhase::Hibernated | HibernationPhase::Waking)
+                )
+            });
+            self.restore_intents = Some(restorable.map(|cr| cr.spec.pod_ref.name).collect());
+        }
+        let intents = self.restore_intents.as_deref().unwrap_or_default();
+        Ok(intents.iter().any(|p| p == pod))
+    }
+
+    /// Pods named by a CocoonHibernation that wants them hibernated (desire Hibernate, or
+    /// still Hibernating): unsuspend must leave them alone.
+    pub async fn hibernation_holds(&self) -> Result<Vec<String>, Error> {
+        let api: Api<CocoonHibernation> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| Error::ListHibernations { source })?;
+        let holds = list.items.into_iter().filter(|cr| {
+            cr.spec.desire == crate::crd::Desire::Hibernate
+                || cr.status.as_ref().and_then(|s| s.phase) == Some(HibernationPhase::Hibernating)
+        });
+        Ok(holds.map(|cr| cr.spec.pod_ref.name).collect())
+    }
+
+    /// Whether `<vm>:<tag>` is in the registry.
+    pub async fn has_tag(&self, vm: &str, tag: &str) -> Result<bool, Error> {
+        self.ctx
+            .registry
+            .has_manifest(vm, tag)
+            .await
+            .map_err(|source| Error::Registry {
+                op: "probe",
+                reference: format!("{vm}:{tag}"),
+                source,
+            })
+    }
+
+    /// Deletes `<vm>:<tag>` from the registry (absent is fine).
+    pub async fn drop_tag(&self, vm: &str, tag: &str) -> Result<(), Error> {
+        self.ctx
+            .registry
+            .delete_manifest(vm, tag)
+            .await
+            .map_err(|source| Error::Registry {
+                op: "delete",
+                reference: format!("{vm}:{tag}"),
+                source,
+            })
+    }
+
+    /// Writes the status computed from the observed pods; `phase` overrides the auto phase.
+    pub async fn write_status(&self, phase: Option<CocoonSetPhase>) -> Result<(), Error> {
+        self.write_status_noted(phase, None).await
+    }
+
+    /// Like [`Pass::write_status`], with the Ready condition False for `(reason, message)`:
+    /// why the set cannot become ready (a failed main, an invalid spec).
+    pub async fn write_status_noted(
+        &self,
+        phase: Option<CocoonSetPhase>,
+        note: Option<(&str, String)>,
+    ) -> Result<(), Error> {
+        let now = Timestamp::now();
+        let mut status = crate::pods::status::compute(&self.set, &self.pods, phase, now);
+        if let Some((reason, message)) = note {
+            let ready = kit::conditions::Desired::new("Ready", false, reason, message)
+                .observed(self.set.meta().generation);
+            kit::conditions::upsert(&mut status.conditions, ready, now);
+        }
+        kit::status::patch_status_if_changed(
+            &self.sets_api,
+            &self.set,
+            &status,
+            names::FIELD_MANAGER,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::Status { source })
+    }
+
+    /// Publishes an Event on the set; failures are logged, never fatal.
+    pub async fn event(&self, warning: bool, reason: &str, note: String) {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note),
+            action: reason.into(),
+            secondary: None,
+        };
+        let reference = self.set.object_ref(&());
+        if let Err(e) = self.ctx.recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %e, reason, "publishing event failed");
+        }
+    }
+}
+
+/// A merge patch of `metadata.annotations`: `Some` sets a key, `None` deletes it.
+pub fn annotation_patch(changes: &[(&str, Option<&str>)]) -> Value {
+    let annotations: BTreeMap<&str, Value> = changes
+        .iter()
+        .map(|(k, v)| (*k, v.map_or(Value::Null, |v| Value::String(v.to_owned()))))
+        .collect();
+    json!({ "metadata": { "annotations": annotations } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removing_an_annotation_sends_null() {
+        let p = annotation_patch(&[
+            (names::ANN_HIBERNATE, None),
+            (names::ANN_RESTORE, Some("true")),
+        ]);
+        assert_eq!(
+            p,
+            json!({"metadata": {"annotations": {
+                "vm.cocoonstack.io/hibernate": null,
+                "vm.cocoonstack.io/restore-from-hibernate": "true"
+            }}})
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! The writers of the CocoonHibernation controller other than the status: the finalizer,
+//! the pod's hibernate annotation, the registry tag and Events.
+//!
+//! Contract:
+//! - Every write is skipped when it would change nothing (finalizer present or absent,
+//!   annotation already as wanted), so a converged CR costs no writes.
+//! - Finalizer edits carry the CR's resourceVersion: a concurrent change makes them fail and
+//!   the pass retries, instead of overwriting someone else's finalizer list.
+//! - The hibernate annotation is `"true"` or absent, never `"false"` (vk-cocoon's contract).
+//! - Dropping a tag never fails the pass: an error is logged and reported as a Warning Event
+//!   (`SnapshotTagDeleteFailed`); the tag may leak, the CR does not get stuck.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::status::{Note, full_name};
+use crate::context::Context;
+use crate::crd::CocoonHibernation;
+use crate::names;
+
+/// A failed write.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Adding or removing the finalizer failed.
+    #[error("updating the finalizer of CocoonHibernation {cr}: {source}")]
+    Finalizer {
+        /// `namespace/name` of the CR.
+        cr: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Setting or clearing the hibernate annotation failed.
+    #[error("patching the hibernate annotation of pod {pod}: {source}")]
+    PatchPod {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ApplyError {
+    /// The metric label of this failure.
+    pub fn category(&self) -> &'static str {
+        match self {
+            ApplyError::Finalizer { .. } => "update_finalizer",
+            ApplyError::PatchPod { .. } => "patch_pod",
+        }
+    }
+}
+
+/// Adds the finalizer unless present; returns whether it wrote.
+pub async fn ensure_finalizer(
+    api: &Api<CocoonHibernation>,
+    cr: &CocoonHibernation,
+) -> Result<bool, ApplyError> {
+    if has_finalizer(cr) {
+        return Ok(false);
+    }
+    let mut list = cr.finalizers().to_vec();
+    list.push(names::HIBERNATION_FINALIZER.to_owned());
+    patch_finalizers(api, cr, list).await.map(|()| true)
+}
+
+/// Removes the finalizer if present.
+pub async fn remove_finalizer(
+    api: &Api<CocoonHibernation>,
+    cr: &CocoonHibernation,
+) -> Result<(), ApplyError> {
+    if !has_finalizer(cr) {
+        return Ok(());
+    }
+    let list = cr
+        .finalizers()
+        .iter()
+        .filter(|f| *f != names::HIBERNATION_FINALIZER)
+        .cloned()
+        .collect();
+    patch_finalizers(api, cr, list).await
+}
+
+/// Whether `cr` carries the controller's finalizer.
+pub fn has_finalizer(cr: &CocoonHibernation) -> bool {
+    cr.finalizers()
+        .iter()
+        .any(|f| f == names::HIBERNATION_FINALIZER)
+}
+
+async fn patch_finalizers(
+    api: &Api<CocoonHibernation>,
+    cr: &CocoonHibernation,
+    finalizers: Vec<String>,
+) -> Result<(), ApplyError> {
+    let body = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": cr.resource_version(),
+    }});
+    api.patch(&cr.name_any(), &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .map(|_| ())
+        .map_err(|source| ApplyError::Finalizer {
+            cr: full_name(cr),
+            source,
+        })
+}
+
+/// The merge patch that sets (`"true"`) or removes the hibernate annotation.
+pub fn hibernate_patch(hibernate: bool) -> Value {
+    let value = if hibernate {
+        json!("true")
+    } else {
+        Value::Null
+    };
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(names::ANN_HIBERNATE.to_owned(), value);
+    json!({"metadata": {"annotations": annotations}})
+}
+
+/// Makes the pod's hibernate annotation `want` unless it already is (`is`).
+pub async fn hibernate_annotation(
+    ctx: &Context,
+    namespace: &str,
+    pod: &str,
+    want: bool,
+    is: bool,
+) -> Result<(), ApplyError> {
+    if want == is {
+        return Ok(());
+    }
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    api.patch(
+        pod,
+        &PatchParams::default(),
+        &Patch::Merge(hibernate_patch(want)),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| ApplyError::PatchPod {
+        pod: format!("{namespace}/{pod}"),
+        source,
+    })
+}
+
+/// Deletes `<vm>:hibernate`; an error is logged and reported, never returned.
+pub async fn drop_tag(ctx: &Context, cr: &CocoonHibernation, vm: &str) {
+    let Err(e) = ctx.registry.delete_manifest(vm, names::TAG_HIBERNATE).await else {
+        tracing::info!(vm, "dropped the hibernation snapshot tag");
+        return;
+    };
+    tracing::warn!(vm, error = %e, category = e.category(), "dropping the hibernation snapshot tag failed");
+    let note = Note {
+        type_: EventType::Warning,
+        reason: "SnapshotTagDeleteFailed",
+        message: format!("deleting {vm}:{} failed: {e}", names::TAG_HIBERNATE),
+    };
+    event(ctx, cr, &note).await;
+}
+
+/// Publishes `note` on `cr`; a failure to record is logged.
+pub async fn event(ctx: &Context, cr: &CocoonHibernation, note: &Note) {
+    let ev = Event {
+        type_: note.type_,
+        reason: note.reason.into(),
+        note: Some(note.message.clone()),
+        action: note.reason.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &cr.object_ref(&())).await {
+        tracing::warn!(error = %e, reason = note.reason, "recording an Event failed");
+    }
+}
