@@ -95,6 +95,16 @@ async fn wait_pod_names(env: &Env, set: &str, want: &[&str]) -> BTreeMap<String,
     .expect("pod names")
 }
 
+/// Whether the status shows a VM id for every agent and toolbox (vk-cocoon reported them).
+fn all_vms_reported(set: &CocoonSet) -> bool {
+    set.status.as_ref().is_some_and(|s| {
+        s.agents.len() as i32 == s.desired_agents
+            && s.toolboxes.len() as i32 == s.desired_toolboxes
+            && s.agents.iter().all(|a| !a.vm_id.is_empty())
+            && s.toolboxes.iter().all(|t| !t.vm_id.is_empty())
+    })
+}
+
 fn vm_of(env: &Env, set: &str, suffix: &str) -> String {
     format!("vk-{}-{set}-{suffix}", env.ns.name)
 }
@@ -102,23 +112,38 @@ fn vm_of(env: &Env, set: &str, suffix: &str) -> String {
 #[tokio::test]
 async fn a_set_comes_up_with_main_sub_agents_and_toolbox() {
     let env = Env::start("cset-up").await;
-    let spec = json!({"agent": {"replicas": 2}, "toolboxes": [{"name": "db", "image": "postgres"}]});
+    let spec =
+        json!({"agent": {"replicas": 2}, "toolboxes": [{"name": "db", "image": "postgres"}]});
     create_set(&env, "demo", spec).await;
-    let set = wait_phase(&env, "demo", CocoonSetPhase::Running).await;
+    let set = wait_set(&env, "demo", "Running with every VM id reported", |s| {
+        phase(s) == Some(CocoonSetPhase::Running) && all_vms_reported(s)
+    })
+    .await;
     let status = set.status.expect("status");
     assert_eq!((status.ready_agents, status.desired_agents), (3, 3));
     assert_eq!((status.ready_toolboxes, status.desired_toolboxes), (1, 1));
     let slots: Vec<i32> = status.agents.iter().map(|a| a.slot).collect();
     assert_eq!(slots, [0, 1, 2]);
-    assert!(status.agents.iter().all(|a| !a.vm_id.is_empty()), "{:?}", status.agents);
+    assert!(
+        status.toolboxes.iter().all(|t| !t.ip.is_empty()),
+        "{:?}",
+        status.toolboxes
+    );
     assert_eq!(status.agents[1].forked_from, vm_of(&env, "demo", "0"));
     assert!(kit::conditions::is_true(&status.conditions, "Ready"));
     let pods = pods_of(&env, "demo").await;
     let main = &pods["demo-0"];
     assert_eq!(state::label(main, names::LABEL_ROLE), Some("main"));
-    assert_eq!(state::vm_name(main), Some(vm_of(&env, "demo", "0").as_str()));
+    assert_eq!(
+        state::vm_name(main),
+        Some(vm_of(&env, "demo", "0").as_str())
+    );
     let sub = &pods["demo-1"];
-    assert_eq!(state::node_name(sub), state::node_name(main), "sub-agents share the main's node");
+    assert_eq!(
+        state::node_name(sub),
+        state::node_name(main),
+        "sub-agents share the main's node"
+    );
     let db = &pods["demo-db"];
     assert_eq!(state::vm_name(db), Some(vm_of(&env, "demo", "db").as_str()));
     assert_eq!(state::label(db, names::LABEL_SLOT), Some("db"));
@@ -136,7 +161,10 @@ async fn suspend_and_unsuspend_round_trip() {
     for (name, pod) in &pods {
         assert!(state::hibernate_requested(pod), "{name} flagged");
         assert_eq!(state::lifecycle_state(pod), Some("hibernated"), "{name}");
-        assert!(env.tag_exists(state::vm_name(pod).expect("vm"), "hibernate").await);
+        assert!(
+            env.tag_exists(state::vm_name(pod).expect("vm"), "hibernate")
+                .await
+        );
     }
     patch_spec(&env, "demo", json!({"suspend": false})).await;
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
@@ -186,11 +214,23 @@ async fn scale_sub_agents_and_toolboxes_up_and_down() {
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
     let spec = json!({"agent": {"replicas": 3}, "toolboxes": [{"name": "db"}, {"name": "cache"}]});
     patch_spec(&env, "demo", spec).await;
-    let names = ["demo-0", "demo-1", "demo-2", "demo-3", "demo-cache", "demo-db"];
+    let names = [
+        "demo-0",
+        "demo-1",
+        "demo-2",
+        "demo-3",
+        "demo-cache",
+        "demo-db",
+    ];
     wait_pod_names(&env, "demo", &names).await;
     let set = wait_phase(&env, "demo", CocoonSetPhase::Running).await;
     assert_eq!(set.status.as_ref().map(|s| s.desired_agents), Some(4));
-    patch_spec(&env, "demo", json!({"agent": {"replicas": 1}, "toolboxes": [{"name": "db"}]})).await;
+    patch_spec(
+        &env,
+        "demo",
+        json!({"agent": {"replicas": 1}, "toolboxes": [{"name": "db"}]}),
+    )
+    .await;
     wait_pod_names(&env, "demo", &["demo-0", "demo-1", "demo-db"]).await;
     let set = wait_phase(&env, "demo", CocoonSetPhase::Running).await;
     let status = set.status.expect("status");
@@ -204,7 +244,12 @@ async fn a_spec_change_recreates_drifted_pods_and_restamps_generation() {
     create_set(&env, "demo", json!({"agent": {"replicas": 1}})).await;
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
     let before = pods_of(&env, "demo").await;
-    patch_spec(&env, "demo", json!({"agent": {"image": "ghcr.io/cocoonstack/ubuntu:26.04"}})).await;
+    patch_spec(
+        &env,
+        "demo",
+        json!({"agent": {"image": "ghcr.io/cocoonstack/ubuntu:26.04"}}),
+    )
+    .await;
     let set = wait_phase(&env, "demo", CocoonSetPhase::Running).await;
     let generation = set.metadata.generation.expect("generation").to_string();
     let after = testenv::eventually("pods rebuilt with the new image", T, || async {
@@ -219,7 +264,10 @@ async fn a_spec_change_recreates_drifted_pods_and_restamps_generation() {
     .expect("rebuilt");
     for (name, pod) in &after {
         assert_ne!(pod.uid(), before[name].uid(), "{name} recreated");
-        assert_eq!(state::annotation(pod, names::ANN_GENERATION), Some(generation.as_str()));
+        assert_eq!(
+            state::annotation(pod, names::ANN_GENERATION),
+            Some(generation.as_str())
+        );
     }
 }
 
@@ -228,19 +276,31 @@ async fn failed_sub_agents_are_rebuilt_then_dead_lettered_and_toolboxes_rebuilt(
     let env = Env::start("cset-fail").await;
     let sub_vm = vm_of(&env, "demo", "1");
     let db_vm = vm_of(&env, "demo", "db");
-    env.sim.faults().fail_create(&sub_vm, "clone: base image corrupt");
-    create_set(&env, "demo", json!({"agent": {"replicas": 1}, "toolboxes": [{"name": "db"}]})).await;
+    env.sim
+        .faults()
+        .fail_create(&sub_vm, "clone: base image corrupt");
+    create_set(
+        &env,
+        "demo",
+        json!({"agent": {"replicas": 1}, "toolboxes": [{"name": "db"}]}),
+    )
+    .await;
     env.wait_event("demo", "SubAgentRebuilding").await;
-    let dead = testenv::wait_for(&env.api::<Pod>(), "demo-1", std::time::Duration::from_secs(120), |p: &Pod| {
-        state::flag(p, names::ANN_DEAD_LETTER)
-    })
+    let dead = testenv::wait_for(
+        &env.api::<Pod>(),
+        "demo-1",
+        std::time::Duration::from_secs(120),
+        |p: &Pod| state::flag(p, names::ANN_DEAD_LETTER),
+    )
     .await
     .expect("dead-lettered");
     assert!(state::is_terminal(&dead));
     let events = env.wait_event("demo", "SubAgentDeadLetter").await;
     let note = events[0].note.clone().unwrap_or_default();
     assert!(note.contains("slot 1 exhausted 4 rebuilds"), "{note}");
-    let rebuilds = env.operator.metric("cocoon_operator_subagent_rebuild_total", &[]);
+    let rebuilds = env
+        .operator
+        .metric("cocoon_operator_subagent_rebuild_total", &[]);
     assert_eq!(rebuilds, 4.0);
     // A spec change gives the dead-lettered slot a fresh budget and a new pod.
     env.sim.faults().clear(&sub_vm);
@@ -249,7 +309,10 @@ async fn failed_sub_agents_are_rebuilt_then_dead_lettered_and_toolboxes_rebuilt(
     // A failed toolbox is rebuilt at once, without back-off or dead-letter.
     let old = env.api::<Pod>().get("demo-db").await.expect("db");
     env.sim.faults().fail_create(&db_vm, "boom");
-    env.api::<Pod>().delete("demo-db", &Default::default()).await.expect("delete db");
+    env.api::<Pod>()
+        .delete("demo-db", &Default::default())
+        .await
+        .expect("delete db");
     testenv::eventually("db rebuilt after failing", T, || async {
         let db = env.api::<Pod>().get_opt("demo-db").await.ok().flatten()?;
         (db.uid() != old.uid() && state::is_terminal(&db)).then_some(())
@@ -264,19 +327,34 @@ async fn failed_sub_agents_are_rebuilt_then_dead_lettered_and_toolboxes_rebuilt(
 async fn a_failed_main_is_parked_until_the_spec_changes() {
     let env = Env::start("cset-main").await;
     let main_vm = vm_of(&env, "demo", "0");
-    env.sim.faults().fail_create(&main_vm, "no space left on device");
+    env.sim
+        .faults()
+        .fail_create(&main_vm, "no space left on device");
     create_set(&env, "demo", json!({})).await;
     let set = wait_phase(&env, "demo", CocoonSetPhase::Failed).await;
     let ready = kit::conditions::get(&set.status.as_ref().expect("status").conditions, "Ready")
         .expect("Ready")
         .clone();
     assert_eq!(ready.reason, "PodLifecycleFailed");
-    assert!(ready.message.contains("no space left on device"), "{}", ready.message);
+    assert!(
+        ready.message.contains("no space left on device"),
+        "{}",
+        ready.message
+    );
     let events = env.wait_event("demo", "PodLifecycleFailed").await;
-    assert_eq!(support::occurrences(&events), 1, "one Event, not one per pass");
+    assert_eq!(
+        support::occurrences(&events),
+        1,
+        "one Event, not one per pass"
+    );
     let uid = env.api::<Pod>().get("demo-0").await.expect("main").uid();
     env.sim.faults().clear(&main_vm);
-    patch_spec(&env, "demo", json!({"agent": {"image": "ghcr.io/cocoonstack/ubuntu:26.04"}})).await;
+    patch_spec(
+        &env,
+        "demo",
+        json!({"agent": {"image": "ghcr.io/cocoonstack/ubuntu:26.04"}}),
+    )
+    .await;
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
     let main = env.api::<Pod>().get("demo-0").await.expect("main");
     assert_ne!(main.uid(), uid, "rebuilt after the spec change");
@@ -288,19 +366,41 @@ async fn deletion_removes_exactly_the_tags_the_policy_says() {
     let spec = json!({"snapshotPolicy": "main-only", "agent": {"replicas": 1}, "toolboxes": [{"name": "db"}]});
     create_set(&env, "demo", spec).await;
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
-    let (main, sub, db) = (vm_of(&env, "demo", "0"), vm_of(&env, "demo", "1"), vm_of(&env, "demo", "db"));
+    let (main, sub, db) = (
+        vm_of(&env, "demo", "0"),
+        vm_of(&env, "demo", "1"),
+        vm_of(&env, "demo", "db"),
+    );
     for vm in [&main, &sub, &db] {
-        testenv::registry::push_tag(&env.registry_url, None, vm, "hibernate", b"h").await.expect("push");
+        testenv::registry::push_tag(&env.registry_url, None, vm, "hibernate", b"h")
+            .await
+            .expect("push");
     }
     // A `:latest` left from a time the policy was `always`.
-    testenv::registry::push_tag(&env.registry_url, None, &sub, "latest", b"l").await.expect("push");
-    env.api::<CocoonSet>().delete("demo", &Default::default()).await.expect("delete");
-    testenv::wait_deleted(&env.api::<CocoonSet>(), "demo", T).await.expect("set gone");
+    testenv::registry::push_tag(&env.registry_url, None, &sub, "latest", b"l")
+        .await
+        .expect("push");
+    env.api::<CocoonSet>()
+        .delete("demo", &Default::default())
+        .await
+        .expect("delete");
+    testenv::wait_deleted(&env.api::<CocoonSet>(), "demo", T)
+        .await
+        .expect("set gone");
     for vm in [&main, &sub, &db] {
-        assert!(!env.tag_exists(vm, "hibernate").await, "{vm}:hibernate collected");
+        assert!(
+            !env.tag_exists(vm, "hibernate").await,
+            "{vm}:hibernate collected"
+        );
     }
-    assert!(env.tag_exists(&main, "latest").await, "main-only keeps the main's final snapshot");
-    assert!(!env.tag_exists(&sub, "latest").await, "a sub-agent's stale :latest is collected");
+    assert!(
+        env.tag_exists(&main, "latest").await,
+        "main-only keeps the main's final snapshot"
+    );
+    assert!(
+        !env.tag_exists(&sub, "latest").await,
+        "a sub-agent's stale :latest is collected"
+    );
     assert!(!env.tag_exists(&db, "latest").await);
     assert!(pods_of(&env, "demo").await.is_empty());
 }
@@ -313,14 +413,24 @@ async fn policy_never_drops_latest_and_always_keeps_it() {
     wait_phase(&env, "keep", CocoonSetPhase::Running).await;
     wait_phase(&env, "drop", CocoonSetPhase::Running).await;
     let drop_vm = vm_of(&env, "drop", "0");
-    testenv::registry::push_tag(&env.registry_url, None, &drop_vm, "latest", b"l").await.expect("push");
+    testenv::registry::push_tag(&env.registry_url, None, &drop_vm, "latest", b"l")
+        .await
+        .expect("push");
     for set in ["keep", "drop"] {
-        env.api::<CocoonSet>().delete(set, &Default::default()).await.expect("delete");
+        env.api::<CocoonSet>()
+            .delete(set, &Default::default())
+            .await
+            .expect("delete");
     }
     for set in ["keep", "drop"] {
-        testenv::wait_deleted(&env.api::<CocoonSet>(), set, T).await.expect("gone");
+        testenv::wait_deleted(&env.api::<CocoonSet>(), set, T)
+            .await
+            .expect("gone");
     }
-    assert!(env.tag_exists(&vm_of(&env, "keep", "0"), "latest").await, "vk pushed it; always keeps it");
+    assert!(
+        env.tag_exists(&vm_of(&env, "keep", "0"), "latest").await,
+        "vk pushed it; always keeps it"
+    );
     assert!(!env.tag_exists(&drop_vm, "latest").await);
 }
 
@@ -329,25 +439,49 @@ async fn registry_down_fails_closed_and_deletion_still_completes() {
     let mut env = Env::start("cset-regdown").await;
     create_set(&env, "demo", json!({})).await;
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
+    env.create_cr("demo-0", "demo-0", cocoon::crd::Desire::Hibernate)
+        .await;
+    env.wait_phase("demo-0", cocoon::crd::HibernationPhase::Hibernated)
+        .await;
     env.stop_registry();
-    patch_spec(&env, "demo", json!({"suspend": true})).await;
-    // The sim cannot push either, so nothing is hibernated; the operator must not guess.
-    wait_phase(&env, "demo", CocoonSetPhase::Suspending).await;
-    let errors = testenv::eventually("registry errors counted", T, || async {
-        let n = env.operator.metric(
+    // The hibernated main's pod is lost. Rebuilding it needs the registry (restore or fresh
+    // boot?); with the registry down the operator must not guess: no pod is created.
+    env.api::<Pod>()
+        .delete("demo-0", &Default::default())
+        .await
+        .expect("delete main");
+    let errors = || {
+        env.operator.metric(
             "flotilla_reconcile_errors_by_category_total",
             &[("controller", "cocoonset"), ("category", "registry_failed")],
-        );
-        (n > 0.0).then_some(n)
+        )
+    };
+    testenv::eventually("two failed probes", T, || async {
+        (errors() >= 2.0).then_some(())
     })
-    .await;
-    // The sim could not push, so the check may stop at the lifecycle gate before probing.
-    let set = env.api::<CocoonSet>().get("demo").await.expect("get");
-    assert_eq!(phase(&set), Some(CocoonSetPhase::Suspending), "errors: {errors:?}");
-    env.api::<CocoonSet>().delete("demo", &Default::default()).await.expect("delete");
-    testenv::wait_deleted(&env.api::<CocoonSet>(), "demo", T).await.expect("deletion completes");
+    .await
+    .expect("registry errors counted");
+    let main = env.api::<Pod>().get_opt("demo-0").await.expect("get main");
+    assert!(
+        main.is_none_or(|p| p.metadata.deletion_timestamp.is_some()),
+        "no main created while the registry is down"
+    );
+    // Deletion does not wait for the registry: the leak is reported, the set goes.
+    env.api::<CocoonSet>()
+        .delete("demo", &Default::default())
+        .await
+        .expect("delete");
+    testenv::wait_deleted(&env.api::<CocoonSet>(), "demo", T)
+        .await
+        .expect("deletion completes");
     let events = env.wait_event("demo", "RegistryCleanupFailed").await;
-    assert!(events[0].note.as_deref().unwrap_or("").contains(":hibernate"));
+    assert!(
+        events[0]
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains(":hibernate")
+    );
 }
 
 #[tokio::test]
@@ -363,16 +497,32 @@ async fn release_policy_frees_the_seat_and_wakes_from_the_snapshot() {
     .await;
     wait_pod_names(&env, "solo", &[]).await;
     let vm = vm_of(&env, "solo", "0");
-    assert!(env.tag_exists(&vm, "hibernate").await, "release keeps the snapshot");
-    assert_eq!(set.annotations().get(names::ANN_HIBERNATED_ON_NODE), node.as_ref());
+    assert!(
+        env.tag_exists(&vm, "hibernate").await,
+        "release keeps the snapshot"
+    );
+    assert_eq!(
+        set.annotations().get(names::ANN_HIBERNATED_ON_NODE),
+        node.as_ref()
+    );
     patch_spec(&env, "solo", json!({"suspend": false})).await;
     wait_phase(&env, "solo", CocoonSetPhase::Running).await;
-    let main = env.wait_pod("solo-0", "restored VM live", state::vm_live).await;
-    assert!(state::flag(&main, names::ANN_RESTORE), "restored, not fresh-booted");
+    let main = env
+        .wait_pod("solo-0", "restored VM live", state::vm_live)
+        .await;
+    assert!(
+        state::flag(&main, names::ANN_RESTORE),
+        "restored, not fresh-booted"
+    );
     env.wait_tag(&vm, "hibernate", false).await;
     let set = env.api::<CocoonSet>().get("solo").await.expect("get");
-    assert!(!set.annotations().contains_key(names::ANN_HIBERNATED_ON_NODE));
-    let woken = env.operator.metric("cocoon_operator_slot_release_wake_total", &[]);
+    assert!(
+        !set.annotations()
+            .contains_key(names::ANN_HIBERNATED_ON_NODE)
+    );
+    let woken = env
+        .operator
+        .metric("cocoon_operator_slot_release_wake_total", &[]);
     assert_eq!(woken, 1.0);
 }
 
@@ -388,13 +538,22 @@ async fn node_name_migrates_the_main_through_a_snapshot() {
         .find(|n| *n != from)
         .expect("another node");
     patch_spec(&env, "demo", json!({"nodeName": to})).await;
-    wait_set(&env, "demo", "Migrating", |s| phase(s) == Some(CocoonSetPhase::Migrating)).await;
+    wait_set(&env, "demo", "Migrating", |s| {
+        phase(s) == Some(CocoonSetPhase::Migrating)
+    })
+    .await;
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
-    let moved = env.wait_pod("demo-0", "live on the target", |p| state::vm_live(p)).await;
+    let moved = env
+        .wait_pod("demo-0", "live on the target", |p| state::vm_live(p))
+        .await;
     assert_eq!(state::node_name(&moved), Some(to));
     assert_ne!(moved.uid(), main.uid());
-    assert!(state::flag(&moved, names::ANN_RESTORE), "restored from the snapshot");
-    env.wait_tag(&vm_of(&env, "demo", "0"), "hibernate", false).await;
+    assert!(
+        state::flag(&moved, names::ANN_RESTORE),
+        "restored from the snapshot"
+    );
+    env.wait_tag(&vm_of(&env, "demo", "0"), "hibernate", false)
+        .await;
 }
 
 #[tokio::test]
@@ -415,14 +574,24 @@ async fn operator_restarted_mid_suspend_converges() {
 async fn a_converged_set_is_left_alone() {
     let env = Env::start("cset-quiet").await;
     create_set(&env, "demo", json!({"agent": {"replicas": 1}})).await;
-    let set = wait_phase(&env, "demo", CocoonSetPhase::Running).await;
+    let set = wait_set(&env, "demo", "converged", |s| {
+        phase(s) == Some(CocoonSetPhase::Running) && all_vms_reported(s)
+    })
+    .await;
     let rv = set.resource_version();
-    let pods: Vec<Option<String>> = pods_of(&env, "demo").await.values().map(|p| p.resource_version()).collect();
+    let pods: Vec<Option<String>> = pods_of(&env, "demo")
+        .await
+        .values()
+        .map(|p| p.resource_version())
+        .collect();
     // A pass over a converged set, triggered by a label change on one of its pods, writes
     // nothing: not the set, not its status, not the other pods.
     let passes = support::set_passes(&env.operator);
     let relabel = Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}));
-    env.api::<Pod>().patch("demo-1", &PatchParams::default(), &relabel).await.expect("label");
+    env.api::<Pod>()
+        .patch("demo-1", &PatchParams::default(), &relabel)
+        .await
+        .expect("label");
     testenv::eventually("a pass after the pod change", T, || async {
         (support::set_passes(&env.operator) > passes).then_some(())
     })
@@ -430,6 +599,10 @@ async fn a_converged_set_is_left_alone() {
     .expect("pass");
     let after = env.api::<CocoonSet>().get("demo").await.expect("get");
     assert_eq!(after.resource_version(), rv, "no write to the set");
-    let now: Vec<Option<String>> = pods_of(&env, "demo").await.values().map(|p| p.resource_version()).collect();
+    let now: Vec<Option<String>> = pods_of(&env, "demo")
+        .await
+        .values()
+        .map(|p| p.resource_version())
+        .collect();
     assert_eq!(now[0], pods[0], "no write to the main pod");
 }

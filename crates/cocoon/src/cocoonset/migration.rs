@@ -2,8 +2,10 @@
 //! (reference §4.6): hibernate on the old node, delete, restore on the new one, drop the tag.
 //!
 //! Contract:
-//! - Engaged only when `spec.nodeName` is set or the phase is `Migrating`. Settled (main on
-//!   the wanted node, VM live, no hibernate flag) and CR-held mains never reach the registry.
+//! - Engaged only when `spec.nodeName` is set or the phase is `Migrating`. Settled sets (main
+//!   on the wanted node, VM live, no hibernate flag, phase no longer `Migrating`) and CR-held
+//!   mains never reach the registry. A migration ends by dropping the tag once the restored
+//!   main is live; the next pass finds no tag and hands back to the normal flow.
 //! - A registry error is an error: migration never falls through to the normal flow on a
 //!   failed probe.
 //! - Phase `Migrating` is persisted before the first disruptive write, so a restarted
@@ -34,7 +36,8 @@ pub async fn migrate_main(pass: &mut Pass<'_>) -> Result<Step, Error> {
     let main = pass.pods.main.clone();
     if let Some(m) = &main {
         let on_target = on_target(m, target.as_deref());
-        if on_target && state::vm_live(m) && !state::hibernate_requested(m) {
+        // Settled. While the phase still says Migrating, go on: the tag must be dropped.
+        if on_target && state::vm_live(m) && !state::hibernate_requested(m) && !migrating {
             return Ok(None);
         }
         if on_target && state::hibernate_requested(m) && held_by_cr(pass, m).await? {
