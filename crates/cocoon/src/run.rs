@@ -23,6 +23,7 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
+use crate::hibernation::decide::Timeouts;
 use crate::metrics::CocoonMetrics;
 use crate::registry::config::RegistrySettings;
 
@@ -172,7 +173,6 @@ async fn start(operator: Operator, flags: Flags) -> anyhow::Result<()> {
         .await
 }
 
-/// Both controllers; the first failure ends the operator.
 async fn controllers(
     rc: RunContext,
     registry: crate::registry::SharedRegistry,
@@ -180,6 +180,18 @@ async fn controllers(
     flags: Flags,
 ) -> anyhow::Result<()> {
     let ctx = Arc::new(Context::new(rc.client.clone(), registry, metrics));
+    run_controllers(ctx, rc, &flags, Timeouts::from_env()).await
+}
+
+/// Both controllers over one context, scoped by `--watch-namespace`, until `rc.shutdown`;
+/// the first failure ends both. `timeouts` are the CocoonHibernation deadlines (from the
+/// environment in the binary; tests shorten them).
+pub async fn run_controllers(
+    ctx: Arc<Context>,
+    rc: RunContext,
+    flags: &Flags,
+    timeouts: Timeouts,
+) -> anyhow::Result<()> {
     // A child token: a failing controller stops its sibling without cancelling the caller's.
     let rc = RunContext {
         shutdown: rc.shutdown.child_token(),
@@ -195,7 +207,7 @@ async fn controllers(
     let settings = crate::hibernation::Settings {
         concurrency: flags.hibernation_concurrency,
         namespace,
-        timeouts: crate::hibernation::decide::Timeouts::from_env(),
+        timeouts,
     };
     let hibernations = tokio::spawn(crate::hibernation::run_with(ctx, rc.clone(), settings));
     let result =

@@ -393,10 +393,8 @@ async fn deletion_removes_exactly_the_tags_the_policy_says() {
             "{vm}:hibernate collected"
         );
     }
-    assert!(
-        env.tag_exists(&main, "latest").await,
-        "main-only keeps the main's final snapshot"
-    );
+    // main-only keeps the main's final snapshot (vk-cocoon pushes it as the pod goes).
+    env.wait_tag(&main, "latest", true).await;
     assert!(
         !env.tag_exists(&sub, "latest").await,
         "a sub-agent's stale :latest is collected"
@@ -427,10 +425,8 @@ async fn policy_never_drops_latest_and_always_keeps_it() {
             .await
             .expect("gone");
     }
-    assert!(
-        env.tag_exists(&vm_of(&env, "keep", "0"), "latest").await,
-        "vk pushed it; always keeps it"
-    );
+    // vk-cocoon pushes `:latest` as it tears the VM down (asynchronously); `always` keeps it.
+    env.wait_tag(&vm_of(&env, "keep", "0"), "latest", true).await;
     assert!(!env.tag_exists(&drop_vm, "latest").await);
 }
 
@@ -544,7 +540,7 @@ async fn node_name_migrates_the_main_through_a_snapshot() {
     .await;
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
     let moved = env
-        .wait_pod("demo-0", "live on the target", |p| state::vm_live(p))
+        .wait_pod("demo-0", "live on the target", state::vm_live)
         .await;
     assert_eq!(state::node_name(&moved), Some(to));
     assert_ne!(moved.uid(), main.uid());

@@ -345,3 +345,42 @@ async fn operator_restarted_mid_hibernate_converges() {
     assert_eq!(occurrences(&env.wait_event("p", "Hibernated").await), 1);
     assert!(env.tag_exists(&vm, TAG_HIBERNATE).await);
 }
+
+#[tokio::test]
+async fn deleting_a_cr_that_never_found_its_vm_touches_no_tag() {
+    let env = Env::start("ch-delnovm").await;
+    env.create_cr("c", "absent", Desire::Hibernate).await;
+    env.wait_phase("c", Pending).await;
+    let registry = env.registry.as_ref().expect("registry");
+    let served = registry.requests();
+    delete_cr(&env, "c").await;
+    testenv::wait_deleted(&env.api::<CocoonHibernation>(), "c", T)
+        .await
+        .expect("finalized");
+    assert_eq!(registry.requests(), served, "no vmName, no registry call");
+}
+
+#[tokio::test]
+async fn hibernated_is_kept_while_its_pod_is_gone() {
+    let env = Env::start("ch-podgap").await;
+    env.live_pod("p").await;
+    env.create_cr("p", "p", Desire::Hibernate).await;
+    env.wait_phase("p", Hibernated).await;
+    env.api::<Pod>()
+        .delete("p", &Default::default())
+        .await
+        .expect("delete pod");
+    testenv::wait_deleted(&env.api::<Pod>(), "p", T)
+        .await
+        .expect("pod gone");
+    env.annotate_cr("p", "test/poke", "1").await;
+    more_passes(&env, 1.0).await;
+    let cr = env.api::<CocoonHibernation>().get("p").await.expect("cr");
+    assert_eq!(
+        phase_of(&cr),
+        Some(Hibernated),
+        "restore intent is not demoted"
+    );
+    assert!(env.tag_exists(&env.vm("p"), TAG_HIBERNATE).await);
+    assert!(env.events("p", "PodNotFound").await.is_empty());
+}

@@ -13,9 +13,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kit::flags::OperatorFlags;
 use kit::telemetry::LogFormat;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use kube::{Client, ResourceExt};
+use kube::Client;
+use kube::api::{Api, DynamicObject, PostParams};
 use redroid::crd::{InstancePhase, RedroidInstance, RedroidTask};
 use redroid::{Flags, names};
 use tokio_util::sync::CancellationToken;
@@ -28,118 +27,20 @@ fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redroid")
 }
 
-/// Every object of deploy/redroid/rbac, moved into `namespace`, with a ClusterRoleBinding name
-/// unique to this run so parallel runs never fight over one binding.
-fn rbac_objects(namespace: &str) -> anyhow::Result<Vec<DynamicObject>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(deploy_dir().join("rbac"))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
-    files.retain(|p| {
-        p.extension().is_some_and(|e| e == "yaml") && !p.ends_with("kustomization.yaml")
-    });
-    files.sort();
-    let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file)?;
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let mut obj: DynamicObject = serde::Deserialize::deserialize(doc)?;
-            relocate(&mut obj, namespace);
-            out.push(obj);
-        }
-    }
-    Ok(out)
-}
-
-fn relocate(obj: &mut DynamicObject, namespace: &str) {
-    if obj.metadata.namespace.as_deref() == Some(DEPLOY_NAMESPACE) {
-        obj.metadata.namespace = Some(namespace.to_owned());
-    }
-    if let Some(subjects) = obj.data.get_mut("subjects").and_then(|s| s.as_array_mut()) {
-        for s in subjects
-            .iter_mut()
-            .filter(|s| s["namespace"] == DEPLOY_NAMESPACE)
-        {
-            s["namespace"] = namespace.into();
-        }
-    }
-    if kind(obj) == "ClusterRoleBinding" {
-        obj.metadata.name = Some(format!("{}-{namespace}", obj.name_any()));
-    }
-}
-
-fn kind(obj: &DynamicObject) -> &str {
-    obj.types
-        .as_ref()
-        .map(|t| t.kind.as_str())
-        .unwrap_or_default()
-}
-
-async fn apply(client: &Client, obj: &DynamicObject) -> anyhow::Result<()> {
-    let types = obj
-        .types
-        .as_ref()
-        .ok_or_else(|| anyhow::anyhow!("object without apiVersion/kind"))?;
-    let ar = ApiResource::from_gvk(&GroupVersionKind::try_from(types)?);
-    let api: Api<DynamicObject> = match &obj.metadata.namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    };
-    let pp = PatchParams::apply("redroid-e2e-rbac").force();
-    api.patch(&obj.name_any(), &pp, &Patch::Apply(obj)).await?;
-    Ok(())
-}
-
-/// Applies the RBAC into `namespace`; returns the run's ClusterRoleBinding name for cleanup.
-async fn install_rbac(admin: &Client, namespace: &str) -> anyhow::Result<String> {
-    let mut binding = String::new();
-    for obj in rbac_objects(namespace)? {
-        apply(admin, &obj).await?;
-        if kind(&obj) == "ClusterRoleBinding" {
-            binding = obj.name_any();
-        }
-    }
-    anyhow::ensure!(
-        !binding.is_empty(),
-        "deploy/redroid/rbac has no ClusterRoleBinding"
-    );
-    Ok(binding)
-}
-
-/// Deletes this run's ClusterRoleBinding when the test ends; the namespace takes everything
-/// else with it (its claims' dynamically provisioned volumes too). Through kubectl, like
-/// `TestNamespace`, so the deletion outlives the test's runtime.
-struct ClusterCleanup(String);
-
-impl Drop for ClusterCleanup {
-    fn drop(&mut self) {
-        let Some(state) = testenv::plane::read_state() else {
-            return;
-        };
-        let _ = std::process::Command::new(state.bin_dir.join("kubectl"))
-            .arg(format!(
-                "--kubeconfig={}",
-                testenv::kubeconfig_path().display()
-            ))
-            .args([
-                "delete",
-                "clusterrolebinding",
-                &self.0,
-                "--wait=false",
-                "--ignore-not-found",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
-    }
-}
-
-async fn setup(prefix: &str) -> anyhow::Result<(Client, testenv::TestNamespace, ClusterCleanup)> {
+async fn setup(
+    prefix: &str,
+) -> anyhow::Result<(
+    Client,
+    testenv::TestNamespace,
+    testenv::rbac::ClusterCleanup,
+)> {
     let admin = testenv::client().await;
     for crd in redroid::crd::crds() {
         testenv::install_crd(&admin, crd).await?;
     }
     let ns = testenv::TestNamespace::new(&admin, prefix).await;
-    let cleanup = ClusterCleanup(install_rbac(&admin, &ns.name).await?);
+    let rbac = deploy_dir().join("rbac");
+    let cleanup = testenv::rbac::install_rbac(&admin, &rbac, DEPLOY_NAMESPACE, &ns.name).await?;
     // The two PVCs an instance mounts by default, bound through the plane's default
     // StorageClass: the scheduler places a pod only once its claims are bound.
     for claim in ["redroid-data-base-pvc", "redroid-data-diff-pvc"] {
@@ -365,7 +266,7 @@ async fn kustomize_install_passes_server_dry_run() -> anyhow::Result<()> {
     // install's own Namespace object is applied for real (it is what the install creates first).
     let text = std::fs::read_to_string(deploy_dir().join("manager/namespace.yaml"))?;
     let namespace: DynamicObject = serde_yaml::from_str(&text)?;
-    apply(&admin, &namespace).await?;
+    testenv::rbac::apply(&admin, &namespace, "redroid-e2e-rbac").await?;
 
     let state = testenv::plane::read_state().ok_or_else(|| anyhow::anyhow!("no plane state"))?;
     let out = std::process::Command::new(state.bin_dir.join("kubectl"))

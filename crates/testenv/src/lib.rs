@@ -9,6 +9,7 @@ pub mod identity;
 pub mod pki;
 pub mod plane;
 pub mod process;
+pub mod rbac;
 pub mod registry;
 mod support;
 pub mod versions;

@@ -174,3 +174,35 @@ pub async fn event(ctx: &Context, cr: &CocoonHibernation, note: &Note) {
         tracing::warn!(error = %e, reason = note.reason, "recording an Event failed");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hibernate_is_true_or_absent_never_false() {
+        let set = hibernate_patch(true);
+        assert_eq!(
+            set["metadata"]["annotations"][names::ANN_HIBERNATE],
+            json!("true")
+        );
+        // Waking (also the fast path that clears a residue flag) removes the key.
+        let clear = hibernate_patch(false);
+        let annotations = clear["metadata"]["annotations"]
+            .as_object()
+            .expect("object");
+        assert_eq!(annotations.get(names::ANN_HIBERNATE), Some(&Value::Null));
+    }
+
+    #[test]
+    fn finalizer_presence() {
+        let mut cr: CocoonHibernation = serde_yaml::from_str(
+            "{apiVersion: cocoonset.cocoonstack.io/v1, kind: CocoonHibernation, \
+             metadata: {name: c, namespace: ns}, spec: {podRef: {name: p}, desire: Wake}}",
+        )
+        .expect("cr");
+        assert!(!has_finalizer(&cr));
+        cr.metadata.finalizers = Some(vec![names::HIBERNATION_FINALIZER.into()]);
+        assert!(has_finalizer(&cr));
+    }
+}

@@ -45,20 +45,19 @@ pub async fn finalize(
     if !apply::has_finalizer(cr) {
         return Ok(());
     }
-    if let Some(vm) = vm_name(cr) {
-        let _lock = ctx.vm_locks.lock(vm).await;
-        let namespace = cr.namespace().unwrap_or_default();
-        let others = observe::siblings(api, &namespace).await?;
-        if tag_held_elsewhere(cr, &others) {
-            tracing::info!(
-                vm,
-                "another CocoonHibernation holds the VM; keeping its tag"
-            );
-        } else {
-            apply::drop_tag(ctx, cr, vm).await;
-        }
+    let Some(vm) = vm_name(cr) else {
         apply::remove_finalizer(api, cr).await?;
         return Ok(());
+    };
+    let _lock = ctx.vm_locks.lock(vm).await;
+    let others = observe::siblings(api, &cr.namespace().unwrap_or_default()).await?;
+    if tag_held_elsewhere(cr, &others) {
+        tracing::info!(
+            vm,
+            "another CocoonHibernation holds the VM; keeping its tag"
+        );
+    } else {
+        apply::drop_tag(ctx, cr, vm).await;
     }
     apply::remove_finalizer(api, cr).await?;
     Ok(())

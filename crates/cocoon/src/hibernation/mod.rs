@@ -2,8 +2,8 @@
 //!
 //! Contract of [`reconcile`], one pass as named steps:
 //! `read_fresh → (deleting: delete::finalize) → ensure_finalizer → read_pod →
-//! (bad reference: report_bad_ref) → lock_vm → set_annotation → probe_registry → decide →
-//! drop_tag → write_status → publish`.
+//! (bad reference: report_bad_ref) → lock_vms → set_annotation → probe_registry → decide →
+//! (entering Active: drop_tag) → write_status → publish`.
 //! - Hibernate sets `vm.cocoonstack.io/hibernate=true` on the pod and is confirmed by the
 //!   lifecycle contract plus the registry ([`decide`]); a registry error is returned so the
 //!   pass is retried with back-off, and an unconfirmed hibernate fails after its deadline.
@@ -149,24 +149,12 @@ async fn step(
     cr: &CocoonHibernation,
     pod: &PodFacts,
 ) -> Result<Outcome, Error> {
-    let ctx = &r.ctx;
-    let (ns, seen) = (cr.namespace().unwrap_or_default(), Seen::of(cr));
+    let (ctx, seen) = (&r.ctx, Seen::of(cr));
     let flow = decide::flow(cr.spec.desire, seen.phase);
-    let pod_name = &cr.spec.pod_ref.name;
-    apply::hibernate_annotation(
-        ctx,
-        &ns,
-        pod_name,
-        flow == Flow::Hibernate,
-        pod.hibernate_set,
-    )
-    .await?;
-    let mut probe_error = None;
-    let probe = if flow == Flow::Hibernate && decide::needs_probe(&seen, pod) {
-        Some(probe_registry(ctx, &pod.vm, &mut probe_error).await)
-    } else {
-        None
-    };
+    let (ns, pod_name) = (cr.namespace().unwrap_or_default(), &cr.spec.pod_ref.name);
+    let want = flow == Flow::Hibernate;
+    apply::hibernate_annotation(ctx, &ns, pod_name, want, pod.hibernate_set).await?;
+    let (probe, probe_error) = probe_registry(ctx, flow, &seen, pod).await;
     let now = Timestamp::now();
     let d = match flow {
         Flow::Hibernate => decide::hibernate(&seen, pod, probe.as_ref(), now, &r.timeouts),
@@ -188,19 +176,25 @@ async fn step(
     }
 }
 
-async fn probe_registry(ctx: &Context, vm: &str, error: &mut Option<RegistryError>) -> Probe {
+// Asks the registry for `<vm>:hibernate` when a hibernate pass needs it ([`decide::needs_probe`]);
+// an error is kept to fail the pass with, after the status says what happened.
+async fn probe_registry(
+    ctx: &Context,
+    flow: Flow,
+    seen: &Seen,
+    pod: &PodFacts,
+) -> (Option<Probe>, Option<RegistryError>) {
+    if flow != Flow::Hibernate || !decide::needs_probe(seen, pod) {
+        return (None, None);
+    }
     match ctx
         .registry
-        .has_manifest(vm, crate::names::TAG_HIBERNATE)
+        .has_manifest(&pod.vm, crate::names::TAG_HIBERNATE)
         .await
     {
-        Ok(true) => Probe::Present,
-        Ok(false) => Probe::Absent,
-        Err(e) => {
-            let probe = Probe::Error(e.category());
-            *error = Some(e);
-            probe
-        }
+        Ok(true) => (Some(Probe::Present), None),
+        Ok(false) => (Some(Probe::Absent), None),
+        Err(e) => (Some(Probe::Error(e.category())), Some(e)),
     }
 }
 

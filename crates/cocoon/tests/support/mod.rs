@@ -12,6 +12,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +22,8 @@ use cocoon::hibernation::decide::Timeouts;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kit::controller::Operator;
+use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 use testenv::TestNamespace;
 use testenv::registry::RegistryServer;
@@ -32,6 +33,8 @@ use vksim::{SimConfig, Simulator};
 
 /// The default deadline of a wait.
 pub const T: Duration = Duration::from_secs(60);
+/// The operator's ServiceAccount (deploy/cocoon/rbac), created in each test's namespace.
+pub const OPERATOR_SA: &str = "cocoon-operator";
 /// The node pool the simulator's nodes are labelled with.
 pub const POOL: &str = "default";
 
@@ -56,8 +59,9 @@ pub struct Env {
     pub registry_url: String,
     /// vk-cocoon, simulated for this namespace.
     pub sim: Simulator,
-    /// The operator, scoped to this namespace.
+    /// The operator, scoped to this namespace, running as its ServiceAccount.
     pub operator: OperatorHandle,
+    _rbac: testenv::rbac::ClusterCleanup,
 }
 
 impl Env {
@@ -69,7 +73,7 @@ impl Env {
     /// Everything, the operator started with `options`.
     pub async fn start_with(prefix: &str, options: Options) -> Env {
         let client = testenv::client().await;
-        for crd in cocoon::crd::crds().into_iter().skip(1) {
+        for crd in cocoon::crd::crds() {
             testenv::install_crd(&client, crd)
                 .await
                 .expect("install CRD");
@@ -88,9 +92,19 @@ impl Env {
         let sim = Simulator::start(client.clone(), cfg)
             .await
             .expect("start simulator");
+        // The operator runs as its own ServiceAccount under deploy/cocoon/rbac, not as admin:
+        // a permission missing from the hand-written role fails these tests.
+        let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cocoon/rbac");
+        let cleanup = testenv::rbac::install_rbac(&client, &rbac, "cocoon-system", &ns.name)
+            .await
+            .expect("install the operator's RBAC");
+        let operator_client = testenv::service_account_client(&client, &ns.name, OPERATOR_SA)
+            .await
+            .expect("operator ServiceAccount client");
         let operator =
-            OperatorHandle::start(client.clone(), &registry_url, &ns.name, options).await;
+            OperatorHandle::start(operator_client, &registry_url, &ns.name, options).await;
         Env {
+            _rbac: cleanup,
             client,
             ns,
             registry: Some(registry),
@@ -330,7 +344,7 @@ impl OperatorHandle {
                 registry,
                 metrics,
             ));
-            controllers(ctx, rc, &flags, timeouts).await
+            cocoon::run::run_controllers(ctx, rc, &flags, timeouts).await
         })));
     }
 
@@ -358,33 +372,6 @@ impl OperatorHandle {
     pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         sum_samples(&self.metrics_text(), name, labels)
     }
-}
-
-// Both controllers until shutdown; the first failure stops the other.
-async fn controllers(
-    ctx: Arc<cocoon::context::Context>,
-    rc: kit::controller::RunContext,
-    flags: &cocoon::run::Flags,
-    timeouts: Timeouts,
-) -> anyhow::Result<()> {
-    let namespace = flags.watch_namespace.clone();
-    let sets = cocoon::cocoonset::run(
-        ctx.clone(),
-        rc.clone(),
-        flags.cocoonset_concurrency,
-        namespace.clone(),
-    );
-    let settings = cocoon::hibernation::Settings {
-        concurrency: flags.hibernation_concurrency,
-        namespace,
-        timeouts,
-    };
-    let hibernations = cocoon::hibernation::run_with(ctx, rc.clone(), settings);
-    let result = futures::future::try_join(sets, hibernations).await;
-    if result.is_err() {
-        rc.shutdown.cancel();
-    }
-    result.map(|_| ())
 }
 
 impl Drop for OperatorHandle {
@@ -438,9 +425,4 @@ pub async fn delete_cr(env: &Env, name: &str) {
         .delete(name, &Default::default())
         .await
         .expect("delete CocoonHibernation");
-}
-
-/// The name of `cr`, for messages.
-pub fn name(cr: &CocoonHibernation) -> String {
-    cr.name_any()
 }
