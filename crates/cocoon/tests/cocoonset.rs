@@ -426,7 +426,8 @@ async fn policy_never_drops_latest_and_always_keeps_it() {
             .expect("gone");
     }
     // vk-cocoon pushes `:latest` as it tears the VM down (asynchronously); `always` keeps it.
-    env.wait_tag(&vm_of(&env, "keep", "0"), "latest", true).await;
+    env.wait_tag(&vm_of(&env, "keep", "0"), "latest", true)
+        .await;
     assert!(!env.tag_exists(&drop_vm, "latest").await);
 }
 
@@ -608,14 +609,19 @@ async fn unsuspend_leaves_a_pod_held_by_a_cocoonhibernation_asleep() {
     let env = Env::start("cset-held").await;
     create_set(&env, "demo", json!({"agent": {"replicas": 1}})).await;
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
-    env.create_cr("demo-1", "demo-1", cocoon::crd::Desire::Hibernate).await;
-    env.wait_phase("demo-1", cocoon::crd::HibernationPhase::Hibernated).await;
+    env.create_cr("demo-1", "demo-1", cocoon::crd::Desire::Hibernate)
+        .await;
+    env.wait_phase("demo-1", cocoon::crd::HibernationPhase::Hibernated)
+        .await;
     patch_spec(&env, "demo", json!({"suspend": true})).await;
     wait_phase(&env, "demo", CocoonSetPhase::Suspended).await;
     patch_spec(&env, "demo", json!({"suspend": false})).await;
     env.wait_pod("demo-0", "main awake", state::vm_live).await;
     let sub = env.api::<Pod>().get("demo-1").await.expect("sub");
-    assert!(state::hibernate_requested(&sub), "the CocoonHibernation still holds demo-1");
+    assert!(
+        state::hibernate_requested(&sub),
+        "the CocoonHibernation still holds demo-1"
+    );
     assert_eq!(state::lifecycle_state(&sub), Some("hibernated"));
 }
 
@@ -624,10 +630,15 @@ async fn a_lost_pod_of_a_hibernated_vm_is_rebuilt_from_its_snapshot() {
     let env = Env::start("cset-restore").await;
     create_set(&env, "demo", json!({"agent": {"replicas": 1}})).await;
     wait_phase(&env, "demo", CocoonSetPhase::Running).await;
-    env.create_cr("demo-1", "demo-1", cocoon::crd::Desire::Hibernate).await;
-    env.wait_phase("demo-1", cocoon::crd::HibernationPhase::Hibernated).await;
+    env.create_cr("demo-1", "demo-1", cocoon::crd::Desire::Hibernate)
+        .await;
+    env.wait_phase("demo-1", cocoon::crd::HibernationPhase::Hibernated)
+        .await;
     let old = env.api::<Pod>().get("demo-1").await.expect("sub").uid();
-    env.api::<Pod>().delete("demo-1", &Default::default()).await.expect("delete sub");
+    env.api::<Pod>()
+        .delete("demo-1", &Default::default())
+        .await
+        .expect("delete sub");
     let rebuilt = env
         .wait_pod("demo-1", "rebuilt with restore intent", |p| {
             state::flag(p, names::ANN_RESTORE)
@@ -636,6 +647,8 @@ async fn a_lost_pod_of_a_hibernated_vm_is_rebuilt_from_its_snapshot() {
     assert_ne!(rebuilt.uid(), old);
     // Waking it (the CR's job) then restores the VM from the snapshot, not from the image.
     env.set_desire("demo-1", cocoon::crd::Desire::Wake).await;
-    env.wait_phase("demo-1", cocoon::crd::HibernationPhase::Active).await;
-    env.wait_tag(&vm_of(&env, "demo", "1"), "hibernate", false).await;
+    env.wait_phase("demo-1", cocoon::crd::HibernationPhase::Active)
+        .await;
+    env.wait_tag(&vm_of(&env, "demo", "1"), "hibernate", false)
+        .await;
 }

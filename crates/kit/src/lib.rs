@@ -6,6 +6,8 @@ pub mod conditions;
 pub mod controller;
 /// CRD YAML generation into `deploy/<operator>/crds/` and the CI drift check.
 pub mod crdgen;
+/// Events that never fail a reconcile, and namespace-scoped `Api`s.
+pub mod events;
 /// Common operator flags with environment-variable fallbacks.
 pub mod flags;
 /// HTTP /healthz, /readyz and /metrics endpoints.

@@ -311,7 +311,7 @@ pub async fn run(
     namespace: Option<String>,
 ) -> anyhow::Result<()> {
     let client = &ctx.client;
-    let sets: Api<CocoonSet> = scoped(client, namespace.as_deref());
+    let sets: Api<CocoonSet> = kit::events::scoped(client, namespace.as_deref());
     let (set_store, set_writer) = reflector::store();
     let set_events = reflector::reflector(
         set_writer,
@@ -319,7 +319,7 @@ pub async fn run(
     )
     .applied_objects()
     .predicate_filter(set_fingerprint, Default::default());
-    let pods: Api<Pod> = scoped(client, namespace.as_deref());
+    let pods: Api<Pod> = kit::events::scoped(client, namespace.as_deref());
     let (pod_store, pod_writer) = reflector::store();
     let pod_stream = watcher(pods, watcher::Config::default().labels(names::LABEL_SET))
         .default_backoff()
@@ -344,14 +344,4 @@ pub async fn run(
     )
     .await;
     Ok(())
-}
-
-fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
 }

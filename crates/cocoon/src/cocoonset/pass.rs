@@ -13,7 +13,6 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -270,21 +269,8 @@ impl<'a> Pass<'a> {
 
     /// Publishes an Event on the set; failures are logged, never fatal.
     pub async fn event(&self, warning: bool, reason: &str, note: String) {
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.into(),
-            note: Some(note),
-            action: reason.into(),
-            secondary: None,
-        };
         let reference = self.set.object_ref(&());
-        if let Err(e) = self.ctx.recorder.publish(&event, &reference).await {
-            tracing::warn!(error = %e, reason, "publishing event failed");
-        }
+        kit::events::publish(&self.ctx.recorder, &reference, warning, reason, note, None).await;
     }
 }
 

@@ -12,7 +12,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -163,16 +163,18 @@ pub async fn drop_tag(ctx: &Context, cr: &CocoonHibernation, vm: &str) {
 
 /// Publishes `note` on `cr`; a failure to record is logged.
 pub async fn event(ctx: &Context, cr: &CocoonHibernation, note: &Note) {
-    let ev = Event {
-        type_: note.type_,
-        reason: note.reason.into(),
-        note: Some(note.message.clone()),
-        action: note.reason.into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, &cr.object_ref(&())).await {
-        tracing::warn!(error = %e, reason = note.reason, "recording an Event failed");
-    }
+    let warning = note.type_ == EventType::Warning;
+    let reference = cr.object_ref(&());
+    let message = note.message.clone();
+    kit::events::publish(
+        &ctx.recorder,
+        &reference,
+        warning,
+        note.reason,
+        message,
+        None,
+    )
+    .await;
 }
 
 #[cfg(test)]

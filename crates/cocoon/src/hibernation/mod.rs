@@ -281,7 +281,7 @@ pub async fn run(ctx: Arc<Context>, rc: RunContext, concurrency: usize) -> anyho
 /// [`watch::cr_fingerprint`]; pods through [`watch::PodTriggers`].
 pub async fn run_with(ctx: Arc<Context>, rc: RunContext, settings: Settings) -> anyhow::Result<()> {
     let ns = settings.namespace.as_deref();
-    let crs: Api<CocoonHibernation> = scoped(&ctx.client, ns);
+    let crs: Api<CocoonHibernation> = kit::events::scoped(&ctx.client, ns);
     let (store, writer) = reflector::store();
     let cr_events = watcher(crs, watcher::Config::default())
         .default_backoff()
@@ -289,9 +289,12 @@ pub async fn run_with(ctx: Arc<Context>, rc: RunContext, settings: Settings) -> 
         .touched_objects()
         .predicate_filter(watch::cr_fingerprint, PredicateConfig::default());
     let mut triggers = watch::PodTriggers::default();
-    let pod_events = watcher(scoped(&ctx.client, ns), watcher::Config::default())
-        .default_backoff()
-        .filter_map(move |ev| std::future::ready(ev.map(|e| triggers.filter(e)).transpose()));
+    let pod_events = watcher(
+        kit::events::scoped(&ctx.client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .filter_map(move |ev| std::future::ready(ev.map(|e| triggers.filter(e)).transpose()));
     let mapper_store = store.clone();
     let controller = Controller::for_stream(cr_events, store)
         .watches_stream(pod_events, move |pod| {
@@ -314,14 +317,4 @@ pub async fn run_with(ctx: Arc<Context>, rc: RunContext, settings: Settings) -> 
     )
     .await;
     Ok(())
-}
-
-fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
 }

@@ -7,7 +7,6 @@
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -76,21 +75,8 @@ pub async fn event(
     reason: &str,
     note: String,
 ) {
-    let type_ = if warning {
-        EventType::Warning
-    } else {
-        EventType::Normal
-    };
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: reason.into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, &inst.object_ref(&())).await {
-        tracing::warn!(error = %e, reason, "publishing event failed");
-    }
+    let reference = inst.object_ref(&());
+    kit::events::publish(&ctx.recorder, &reference, warning, reason, note, None).await;
 }
 
 fn api<K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>>(

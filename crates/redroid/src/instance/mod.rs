@@ -187,16 +187,6 @@ pub fn error_policy(inst: Arc<RedroidInstance>, err: &Error, r: Arc<Reconciler>)
     r.ctx.backoff.failed(&*inst, err)
 }
 
-fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
 /// Runs the instance controller until `rc.shutdown` is cancelled: RedroidInstances in
 /// `namespace` (cluster-wide when `None`), their Pods and Services, instances sharing data
 /// (index conflicts) and data-sidecar task pods (DataInUse).
@@ -211,7 +201,7 @@ pub async fn run(
     let ns = namespace.as_deref();
     let client = &ctx.client;
     let controller = Controller::new(
-        api::<RedroidInstance>(client, ns),
+        kit::events::scoped::<RedroidInstance>(client, ns),
         watcher::Config::default(),
     );
     let instances = controller.store();
@@ -220,17 +210,21 @@ pub async fn run(
     let pods_config = watcher::Config::default().labels(names::INSTANCE_LABEL);
     // managedFields are most of a cached Pod's size and nothing reads them; the Service
     // builder does read them (which annotations we applied), so Services keep theirs.
-    let (pods, pod_events) = cached(api::<Pod>(client, ns), pods_config, |p| {
+    let (pods, pod_events) = cached(kit::events::scoped::<Pod>(client, ns), pods_config, |p| {
         p.managed_fields_mut().clear()
     });
     let managed = format!("{}={}", names::MANAGED_BY_LABEL, names::MANAGED_BY);
     let services_config = watcher::Config::default().labels(&managed);
-    let (services, service_events) = cached(api::<Service>(client, ns), services_config, |_| {});
+    let (services, service_events) = cached(
+        kit::events::scoped::<Service>(client, ns),
+        services_config,
+        |_| {},
+    );
     let controller = controller
         .watches_stream(pod_events, |pod| pod_triggers(&pod))
         .owns_stream(service_events)
         .watches(
-            api::<RedroidInstance>(client, ns),
+            kit::events::scoped::<RedroidInstance>(client, ns),
             watcher::Config::default(),
             move |changed| sharing(&peers, &changed),
         );

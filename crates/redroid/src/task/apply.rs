@@ -12,7 +12,7 @@
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PropagationPolicy};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -95,16 +95,9 @@ pub async fn event(
     reason: &str,
     note: String,
 ) {
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: reason.into(),
-        secondary: about,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, &task.object_ref(&())).await {
-        tracing::warn!(error = %e, reason, "recording an Event failed");
-    }
+    let warning = type_ == EventType::Warning;
+    let reference = task.object_ref(&());
+    kit::events::publish(&ctx.recorder, &reference, warning, reason, note, about).await;
 }
 
 /// A reference to `kind`/`name` in the task's namespace, for [`event`].
