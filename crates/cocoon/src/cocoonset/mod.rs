@@ -44,6 +44,8 @@ use pass::Pass;
 pub const CONTROLLER: &str = "cocoonset";
 /// How long to wait for the main agent, a suspend, a migration or a wake between looks.
 pub const POLL: Duration = Duration::from_secs(5);
+/// How long a pass waits for the pod cache's first list.
+const CACHE_WAIT: Duration = Duration::from_secs(30);
 /// "Look again now": after a write whose result the next pass must see.
 pub const AGAIN: Duration = Duration::from_millis(500);
 
@@ -116,6 +118,9 @@ pub enum Error {
         /// The cause.
         source: RegistryError,
     },
+    /// The pod cache has not completed its first list yet.
+    #[error("the pod cache is not ready (its watch cannot list pods)")]
+    CacheNotReady,
     /// The spec cannot be acted on (reported in status and an Event).
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
@@ -127,9 +132,10 @@ pub enum Error {
 impl ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
-            Error::ListPods { .. } | Error::ReadPod { .. } | Error::ListHibernations { .. } => {
-                "read_failed"
-            }
+            Error::ListPods { .. }
+            | Error::ReadPod { .. }
+            | Error::ListHibernations { .. }
+            | Error::CacheNotReady => "read_failed",
             Error::CreatePod { .. } | Error::DeletePod { .. } | Error::PatchPod { .. } => {
                 "pod_write_failed"
             }
@@ -175,7 +181,15 @@ pub async fn reconcile(set: Arc<CocoonSet>, r: Arc<Reconciler>) -> Result<Action
         add_finalizer(ctx, &set).await?;
         return Ok(Action::requeue(AGAIN));
     }
-    let _ = r.pods.wait_until_ready().await;
+    // Reads must come from a complete cache, or a pod could be missed (and built twice). A
+    // bounded wait: a watch that cannot list (RBAC, API down) fails the pass with back-off
+    // instead of holding a worker, and shutdown, forever.
+    if tokio::time::timeout(CACHE_WAIT, r.pods.wait_until_ready())
+        .await
+        .is_err()
+    {
+        return Err(Error::CacheNotReady);
+    }
     let pods = classify(&set, cached_pods(&r.pods, &set));
     let mut pass = Pass::new(ctx, set.clone(), pods);
     let outcome = steps(&mut pass).await?;
