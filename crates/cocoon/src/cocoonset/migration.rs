@@ -15,6 +15,8 @@
 //!   tag from an earlier round satisfies before the new snapshot exists; that would lose the
 //!   VM's latest state.
 //! - A tag found while the main was never quiesced is stale and is dropped, not trusted.
+//!
+//! The decision is pure ([`before_probe`], [`decide`]); [`migrate_main`] only carries it out.
 
 use k8s_openapi::api::core::v1::Pod;
 use kit::reconcile::Outcome;
@@ -26,102 +28,308 @@ use crate::crd::CocoonSetPhase;
 use crate::names;
 use crate::pods::{build, state};
 
+/// What the migration step knows about the main, without the registry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// `spec.nodeName`, if set.
+    pub target: Option<String>,
+    /// The phase is `Migrating`.
+    pub migrating: bool,
+    /// The main pod, if any (not terminating).
+    pub main: Option<MainFacts>,
+}
+
+/// The main pod, as far as migration cares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MainFacts {
+    /// The node it is bound to.
+    pub node: Option<String>,
+    /// VM id reported and a container running.
+    pub live: bool,
+    /// Carries `hibernate=true`.
+    pub flagged: bool,
+    /// vk-cocoon reports it hibernated for the set's current generation.
+    pub hibernated: bool,
+    /// A CocoonHibernation holds it hibernated.
+    pub held_by_cr: bool,
+}
+
+impl MainFacts {
+    fn on_target(&self, target: Option<&str>) -> bool {
+        target.is_none_or(|t| self.node.as_deref() == Some(t))
+    }
+
+    fn elsewhere(&self, target: Option<&str>) -> bool {
+        self.node.is_some() && !self.on_target(target)
+    }
+}
+
+/// What to do, before or after probing the registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Not a migration: the normal flow goes on.
+    NotEngaged,
+    /// Probe `<main>:hibernate` and [`decide`].
+    Probe,
+    /// Persist `Migrating`, then flag the main for hibernation.
+    Start,
+    /// The tag is from an earlier round: drop it.
+    DropStaleTag,
+    /// The old main is hibernated for this round: delete it.
+    DeleteOld,
+    /// Persist `Migrating` and create the main restoring from the tag.
+    Restore,
+    /// On the target (or unpinned) and still flagged: wake it in place.
+    WakeInPlace,
+    /// Waiting for hibernation or restore: `Migrating`, look again later.
+    Wait,
+    /// Restored and live: drop the tag.
+    Finish,
+}
+
+/// The decision that needs no registry call.
+pub fn before_probe(f: &Facts) -> Action {
+    let target = f.target.as_deref();
+    if target.is_none() && !f.migrating {
+        return Action::NotEngaged;
+    }
+    if let Some(m) = &f.main {
+        let on_target = m.on_target(target);
+        if on_target && m.live && !m.flagged && !f.migrating {
+            return Action::NotEngaged;
+        }
+        if on_target && m.flagged && m.held_by_cr {
+            return Action::NotEngaged;
+        }
+    }
+    Action::Probe
+}
+
+/// The decision once the registry said whether `<main>:hibernate` exists.
+pub fn decide(f: &Facts, tag: bool) -> Action {
+    let target = f.target.as_deref();
+    let Some(m) = &f.main else {
+        return if tag {
+            Action::Restore
+        } else {
+            Action::NotEngaged
+        };
+    };
+    if !tag {
+        let movable = target.is_some() && m.elsewhere(target);
+        return if movable {
+            Action::Start
+        } else {
+            Action::NotEngaged
+        };
+    }
+    if m.elsewhere(target) {
+        return match (m.flagged, m.hibernated) {
+            (false, _) => Action::DropStaleTag,
+            (true, true) => Action::DeleteOld,
+            (true, false) => Action::Wait,
+        };
+    }
+    if m.flagged {
+        return Action::WakeInPlace;
+    }
+    match (m.live, f.migrating) {
+        (true, _) => Action::Finish,
+        // Restoring, but not our migration (a CocoonHibernation wake): not ours to drive.
+        (false, false) => Action::NotEngaged,
+        (false, true) => Action::Wait,
+    }
+}
+
 /// Drives a migration of the main; `None` when not engaged.
 pub async fn migrate_main(pass: &mut Pass<'_>) -> Result<Step, Error> {
-    let target = pass.set.spec.node_name.clone().filter(|n| !n.is_empty());
-    let migrating = pass.phase() == Some(CocoonSetPhase::Migrating);
-    if target.is_none() && !migrating {
-        return Ok(None);
+    let mut facts = facts(pass);
+    let engaged = facts.target.is_some() || facts.migrating;
+    if engaged && facts.main.as_ref().is_some_and(|m| m.flagged) {
+        let held = pass.hibernation_holds().await?;
+        if let Some(m) = facts.main.as_mut() {
+            m.held_by_cr = held.contains(&format!("{}-0", pass.name()));
+        }
     }
-    let main = pass.pods.main.clone();
-    if let Some(m) = &main {
-        let on_target = on_target(m, target.as_deref());
-        // Settled. While the phase still says Migrating, go on: the tag must be dropped.
-        if on_target && state::vm_live(m) && !state::hibernate_requested(m) && !migrating {
-            return Ok(None);
-        }
-        if on_target && state::hibernate_requested(m) && held_by_cr(pass, m).await? {
-            return Ok(None);
-        }
+    if before_probe(&facts) == Action::NotEngaged {
+        return Ok(None);
     }
     let vm = pass.main_vm();
-    if !pass.has_tag(&vm, names::TAG_HIBERNATE).await? {
-        return start(pass, main.as_ref(), target.as_deref()).await;
+    let tag = pass.has_tag(&vm, names::TAG_HIBERNATE).await?;
+    let main = pass.pods.main.clone();
+    carry_out(pass, decide(&facts, tag), main.as_ref(), &vm).await
+}
+
+fn facts(pass: &Pass<'_>) -> Facts {
+    let generation = pass.generation();
+    Facts {
+        target: pass.set.spec.node_name.clone().filter(|n| !n.is_empty()),
+        migrating: pass.phase() == Some(CocoonSetPhase::Migrating),
+        main: pass.pods.main.as_ref().map(|m| MainFacts {
+            node: state::node_name(m).map(str::to_owned),
+            live: state::vm_live(m),
+            flagged: state::hibernate_requested(m),
+            hibernated: state::hibernated_for(m, generation),
+            held_by_cr: false,
+        }),
     }
-    with_snapshot(pass, main.as_ref(), target.as_deref(), &vm, migrating).await
 }
 
-fn on_target(main: &Pod, target: Option<&str>) -> bool {
-    target.is_none_or(|t| state::node_name(main) == Some(t))
-}
-
-async fn held_by_cr(pass: &Pass<'_>, main: &Pod) -> Result<bool, Error> {
-    Ok(pass.hibernation_holds().await?.contains(&main.name_any()))
-}
-
-/// No snapshot yet: quiesce a main that sits on the wrong node.
-async fn start(pass: &Pass<'_>, main: Option<&Pod>, target: Option<&str>) -> Result<Step, Error> {
-    let Some(main) = main else { return Ok(None) };
-    if target.is_none() || state::node_name(main).is_none() || on_target(main, target) {
-        return Ok(None);
-    }
-    pass.write_status(Some(CocoonSetPhase::Migrating)).await?;
-    if !state::hibernate_requested(main) {
-        pass.annotate_pod(&main.name_any(), &[(names::ANN_HIBERNATE, Some("true"))])
-            .await?;
-    }
-    Ok(Some(Outcome::RequeueAfter(POLL)))
-}
-
-async fn with_snapshot(
+async fn carry_out(
     pass: &mut Pass<'_>,
+    action: Action,
     main: Option<&Pod>,
-    target: Option<&str>,
     vm: &str,
-    migrating: bool,
 ) -> Result<Step, Error> {
-    let Some(main) = main else {
-        return restore_on_target(pass).await;
+    let main_name = main.map(|m| m.name_any()).unwrap_or_default();
+    let after = match action {
+        Action::NotEngaged | Action::Probe => return Ok(None),
+        Action::Start => {
+            pass.write_status(Some(CocoonSetPhase::Migrating)).await?;
+            let flag = [(names::ANN_HIBERNATE, Some("true"))];
+            pass.annotate_pod(&main_name, &flag).await?;
+            return Ok(Some(Outcome::RequeueAfter(POLL)));
+        }
+        Action::Restore => {
+            pass.write_status(Some(CocoonSetPhase::Migrating)).await?;
+            let mut pod = build::main_pod(&pass.set);
+            build::mark_restore(&mut pod);
+            let after = match pass.create_pod(&pod).await? {
+                Created::Yes => AGAIN,
+                Created::AlreadyExists => POLL,
+            };
+            return Ok(Some(Outcome::RequeueAfter(after)));
+        }
+        Action::DropStaleTag => pass
+            .drop_tag(vm, names::TAG_HIBERNATE)
+            .await
+            .map(|_| POLL)?,
+        Action::DeleteOld => pass.delete_pod(&main_name).await.map(|_| POLL)?,
+        Action::WakeInPlace => pass
+            .annotate_pod(&main_name, &[(names::ANN_HIBERNATE, None)])
+            .await
+            .map(|_| POLL)?,
+        Action::Wait => POLL,
+        Action::Finish => pass
+            .drop_tag(vm, names::TAG_HIBERNATE)
+            .await
+            .map(|_| AGAIN)?,
     };
-    let name = main.name_any();
-    if state::node_name(main).is_some() && !on_target(main, target) {
-        if !state::hibernate_requested(main) {
-            // Never quiesced by us: the tag is left from an earlier round.
-            pass.drop_tag(vm, names::TAG_HIBERNATE).await?;
-        } else if state::hibernated_for(main, pass.generation()) {
-            pass.delete_pod(&name).await?;
-        }
-        return migrating_for(pass, POLL).await;
-    }
-    if state::hibernate_requested(main) {
-        // On the target (or unpinned) and still flagged: wake it in place.
-        pass.annotate_pod(&name, &[(names::ANN_HIBERNATE, None)])
-            .await?;
-        return migrating_for(pass, POLL).await;
-    }
-    if !state::vm_live(main) {
-        if !migrating {
-            // Restoring, but not our migration (a CocoonHibernation wake): not ours to drive.
-            return Ok(None);
-        }
-        return migrating_for(pass, POLL).await;
-    }
-    pass.drop_tag(vm, names::TAG_HIBERNATE).await?;
-    migrating_for(pass, AGAIN).await
-}
-
-async fn restore_on_target(pass: &mut Pass<'_>) -> Result<Step, Error> {
     pass.write_status(Some(CocoonSetPhase::Migrating)).await?;
-    let mut pod = build::main_pod(&pass.set);
-    build::mark_restore(&mut pod);
-    let after = match pass.create_pod(&pod).await? {
-        Created::Yes => AGAIN,
-        Created::AlreadyExists => POLL,
-    };
     Ok(Some(Outcome::RequeueAfter(after)))
 }
 
-async fn migrating_for(pass: &Pass<'_>, after: std::time::Duration) -> Result<Step, Error> {
-    pass.write_status(Some(CocoonSetPhase::Migrating)).await?;
-    Ok(Some(Outcome::RequeueAfter(after)))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(target: Option<&str>, migrating: bool, main: Option<MainFacts>) -> Facts {
+        Facts {
+            target: target.map(str::to_owned),
+            migrating,
+            main,
+        }
+    }
+
+    fn main(node: &str, live: bool, flagged: bool, hibernated: bool) -> MainFacts {
+        MainFacts {
+            node: (!node.is_empty()).then(|| node.to_owned()),
+            live,
+            flagged,
+            hibernated,
+            held_by_cr: false,
+        }
+    }
+
+    #[test]
+    fn no_node_name_and_settled_sets_never_probe() {
+        assert_eq!(before_probe(&facts(None, false, None)), Action::NotEngaged);
+        let settled = facts(Some("b"), false, Some(main("b", true, false, false)));
+        assert_eq!(
+            before_probe(&settled),
+            Action::NotEngaged,
+            "skip probe when settled"
+        );
+        let wrong_node = facts(Some("b"), false, Some(main("a", true, false, false)));
+        assert_eq!(before_probe(&wrong_node), Action::Probe);
+    }
+
+    #[test]
+    fn a_cr_hibernated_main_is_left_alone() {
+        let mut m = main("b", false, true, true);
+        m.held_by_cr = true;
+        assert_eq!(
+            before_probe(&facts(Some("b"), false, Some(m))),
+            Action::NotEngaged
+        );
+    }
+
+    #[test]
+    fn start_on_the_wrong_node_without_a_snapshot() {
+        let f = facts(Some("b"), false, Some(main("a", true, false, false)));
+        assert_eq!(decide(&f, false), Action::Start);
+        // Unscheduled or already on target: nothing to move.
+        let unscheduled = facts(Some("b"), false, Some(main("", false, false, false)));
+        assert_eq!(decide(&unscheduled, false), Action::NotEngaged);
+        let there = facts(Some("b"), true, Some(main("b", false, false, false)));
+        assert_eq!(decide(&there, false), Action::NotEngaged);
+    }
+
+    #[test]
+    fn delete_the_old_main_only_once_hibernated_for_this_round() {
+        let waiting = facts(Some("b"), true, Some(main("a", false, true, false)));
+        assert_eq!(
+            decide(&waiting, true),
+            Action::Wait,
+            "a tag alone is not enough"
+        );
+        let done = facts(Some("b"), true, Some(main("a", false, true, true)));
+        assert_eq!(decide(&done, true), Action::DeleteOld);
+    }
+
+    #[test]
+    fn a_stale_tag_is_dropped_instead_of_deleting_a_live_main() {
+        let f = facts(Some("b"), false, Some(main("a", true, false, false)));
+        assert_eq!(decide(&f, true), Action::DropStaleTag);
+    }
+
+    #[test]
+    fn recreate_with_restore_on_the_target_and_finish_aborted_restores() {
+        assert_eq!(decide(&facts(Some("b"), true, None), true), Action::Restore);
+        // nodeName cleared mid-way: still Migrating, still restores (without a pin).
+        assert_eq!(decide(&facts(None, true, None), true), Action::Restore);
+        assert_eq!(
+            decide(&facts(Some("b"), true, None), false),
+            Action::NotEngaged
+        );
+    }
+
+    #[test]
+    fn wait_while_restoring_then_drop_the_snapshot() {
+        let restoring = facts(Some("b"), true, Some(main("b", false, false, false)));
+        assert_eq!(decide(&restoring, true), Action::Wait);
+        let live = facts(Some("b"), true, Some(main("b", true, false, false)));
+        assert_eq!(before_probe(&live), Action::Probe, "Migrating still probes");
+        assert_eq!(decide(&live, true), Action::Finish);
+        assert_eq!(decide(&live, false), Action::NotEngaged, "then it settles");
+    }
+
+    #[test]
+    fn retargeting_back_wakes_in_place() {
+        let f = facts(Some("a"), true, Some(main("a", false, true, true)));
+        assert_eq!(decide(&f, true), Action::WakeInPlace);
+    }
+
+    #[test]
+    fn a_cr_wake_window_is_not_taken_over() {
+        let f = facts(Some("b"), false, Some(main("b", false, false, false)));
+        assert_eq!(before_probe(&f), Action::Probe);
+        assert_eq!(decide(&f, true), Action::NotEngaged);
+    }
+
+    #[test]
+    fn an_unscheduled_restore_pod_is_not_deleted() {
+        let f = facts(Some("b"), true, Some(main("", false, false, false)));
+        assert_eq!(decide(&f, true), Action::Wait);
+    }
 }
