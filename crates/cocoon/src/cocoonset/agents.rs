@@ -24,7 +24,7 @@ use kube::ResourceExt;
 
 use super::pass::{Created, Pass};
 use super::{AGAIN, Error, POLL, Step};
-use crate::crd::CocoonSetPhase;
+use crate::crd::{CocoonSet, CocoonSetPhase};
 use crate::metrics::CocoonMetrics;
 use crate::names;
 use crate::pods::build;
@@ -126,7 +126,7 @@ pub async fn ensure_sub_agents(pass: &mut Pass<'_>) -> Result<(bool, Option<Dura
             missing.push(slot);
             continue;
         };
-        match slot_action(pass, &history, slot, &pod, now) {
+        match slot_action(&pass.set, &history, slot, &pod, now) {
             SlotAction::Keep => {}
             SlotAction::ResetBudget => {
                 history.0.remove(&slot);
@@ -176,13 +176,13 @@ enum SlotAction {
 }
 
 fn slot_action(
-    pass: &Pass<'_>,
+    set: &CocoonSet,
     history: &RebuildHistory,
     slot: i32,
     pod: &Pod,
     now: Timestamp,
 ) -> SlotAction {
-    let drifted = agent_drifted(&pass.set, pod);
+    let drifted = agent_drifted(set, pod);
     if state::flag(pod, names::ANN_DEAD_LETTER) {
         return if drifted {
             SlotAction::Delete { fresh_budget: true }
@@ -301,6 +301,106 @@ async fn delete_extras(pass: &Pass<'_>, replicas: i32) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sub(annotations: &str, phase: &str) -> Pod {
+        let set = crate::pods::build::tests::set("agent: {image: img, replicas: 1}");
+        let mut pod = build::sub_agent_pod(&set, 1, "vk-ns-demo-0", None);
+        let extra: std::collections::BTreeMap<String, String> =
+            serde_yaml::from_str(annotations).expect("annotations");
+        pod.metadata
+            .annotations
+            .get_or_insert_default()
+            .extend(extra);
+        let status = format!("{{phase: {phase}, conditions: [{{type: Ready, status: \"True\"}}]}}");
+        pod.status = Some(serde_yaml::from_str(&status).expect("status"));
+        pod
+    }
+
+    fn history(count: u32, secs_ago: i64, now: Timestamp) -> RebuildHistory {
+        let last_deleted = now - jiff::SignedDuration::from_secs(secs_ago);
+        RebuildHistory(
+            [(
+                1,
+                RebuildEntry {
+                    count,
+                    last_deleted,
+                },
+            )]
+            .into(),
+        )
+    }
+
+    #[test]
+    fn failed_sub_agents_back_off_then_dead_letter() {
+        let set = crate::pods::build::tests::set("agent: {image: img, replicas: 1}");
+        let now = Timestamp::now();
+        let failed = sub("{}", "Failed");
+        let none = RebuildHistory::default();
+        assert_eq!(
+            slot_action(&set, &none, 1, &failed, now),
+            SlotAction::Rebuild(1)
+        );
+        // After the first rebuild, 1 s; after the second, 5 s; then 30 s.
+        assert_eq!(
+            slot_action(&set, &history(1, 0, now), 1, &failed, now),
+            SlotAction::Wait(Duration::from_secs(1))
+        );
+        assert_eq!(
+            slot_action(&set, &history(2, 2, now), 1, &failed, now),
+            SlotAction::Wait(Duration::from_secs(3))
+        );
+        assert_eq!(
+            slot_action(&set, &history(3, 31, now), 1, &failed, now),
+            SlotAction::Rebuild(4)
+        );
+        assert_eq!(
+            slot_action(&set, &history(4, 600, now), 1, &failed, now),
+            SlotAction::DeadLetter
+        );
+        let lifecycle = sub("{vm.cocoonstack.io/lifecycle-state: failed}", "Running");
+        assert_eq!(
+            slot_action(&set, &none, 1, &lifecycle, now),
+            SlotAction::Rebuild(1)
+        );
+    }
+
+    #[test]
+    fn dead_letter_stays_until_the_spec_changes() {
+        let set = crate::pods::build::tests::set("agent: {image: img, replicas: 1}");
+        let now = Timestamp::now();
+        let dead = sub("{cocoonset.cocoonstack.io/dead-letter: \"true\"}", "Failed");
+        assert_eq!(
+            slot_action(&set, &history(4, 5, now), 1, &dead, now),
+            SlotAction::Keep
+        );
+        let changed = crate::pods::build::tests::set("agent: {image: img2, replicas: 1}");
+        assert_eq!(
+            slot_action(&changed, &history(4, 5, now), 1, &dead, now),
+            SlotAction::Delete { fresh_budget: true }
+        );
+    }
+
+    #[test]
+    fn drift_deletes_and_a_long_healthy_run_resets_the_budget() {
+        let set = crate::pods::build::tests::set("agent: {image: img, replicas: 1}");
+        let now = Timestamp::now();
+        let healthy = sub("{}", "Running");
+        assert_eq!(
+            slot_action(&set, &history(2, 60, now), 1, &healthy, now),
+            SlotAction::Keep
+        );
+        assert_eq!(
+            slot_action(&set, &history(2, 601, now), 1, &healthy, now),
+            SlotAction::ResetBudget
+        );
+        let changed = crate::pods::build::tests::set("agent: {image: img2, replicas: 1}");
+        assert_eq!(
+            slot_action(&changed, &RebuildHistory::default(), 1, &healthy, now),
+            SlotAction::Delete {
+                fresh_budget: false
+            }
+        );
+    }
 
     #[test]
     fn elapsed_never_negative() {
