@@ -12,6 +12,8 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 
 mod demo;
+mod demo_cocoon;
+mod demo_support;
 mod gen_crds;
 
 #[derive(Parser)]

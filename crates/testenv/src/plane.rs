@@ -29,7 +29,7 @@ pub const NODES: usize = 3;
 pub const ZONES: [&str; NODES] = ["zone-a", "zone-b", "zone-c"];
 
 /// Bumped whenever the way the plane is started changes, so `up` replaces an older plane.
-pub const PLANE_REVISION: u32 = 3;
+pub const PLANE_REVISION: u32 = 4;
 
 /// Service cluster IP range: a /16 so thousands of Services fit (benchmarks). The addresses are
 /// API objects only; nothing ever dials them.
@@ -396,6 +396,11 @@ async fn wait_readyz(timeout: Duration) -> anyhow::Result<()> {
     }
 }
 
+/// What every node offers: kwok's defaults plus ephemeral-storage.
+fn node_capacity() -> serde_json::Value {
+    serde_json::json!({"cpu": "1k", "memory": "1Ti", "pods": "1M", "ephemeral-storage": "10Ti"})
+}
+
 fn node(i: usize) -> anyhow::Result<Node> {
     let name = format!("kwok-node-{i}");
     Ok(serde_json::from_value(serde_json::json!({
@@ -411,6 +416,9 @@ fn node(i: usize) -> anyhow::Result<Node> {
         },
         // Pods on this node get 127.1.<i>.x: loopback only, never a routable address.
         "spec": {"podCIDR": format!("127.1.{i}.0/24"), "podCIDRs": [format!("127.1.{i}.0/24")]},
+        // kwok keeps a capacity given at creation (its defaults have no ephemeral-storage, so
+        // a pod requesting disk, like a cocoon VM with `storage`, would never schedule).
+        "status": {"capacity": node_capacity(), "allocatable": node_capacity()},
     }))?)
 }
 

@@ -125,6 +125,13 @@ async fn collect_tags(pass: &Pass<'_>, vms: &BTreeSet<String>) {
 async fn remove_finalizer(ctx: &Context, set: &CocoonSet) -> Result<(), Error> {
     let api: Api<CocoonSet> =
         Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
+    // Read it again: this pass's own stash of VM names changed its resourceVersion, and the
+    // update below is optimistic on the object we read.
+    let fresh = api
+        .get_opt(&set.name_any())
+        .await
+        .map_err(|source| Error::PatchSet { source })?;
+    let Some(set) = fresh else { return Ok(()) };
     let kept: Vec<&String> = set
         .finalizers()
         .iter()
