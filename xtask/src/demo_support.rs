@@ -133,16 +133,7 @@ impl Process {
 
 impl Drop for Process {
     fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100)); // waiting for our child to exit, with a deadline
-        }
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        testenv::process::stop_child(&mut self.child, Duration::from_secs(15));
     }
 }
 

@@ -376,17 +376,7 @@ impl Simulator {
 
     /// Stops it (SIGTERM, SIGKILL after 15 s) and returns the counters it logged on the way out.
     fn stop(&mut self) -> String {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100)); // waiting for our child to exit, with a deadline
-        }
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        testenv::process::stop_child(&mut self.child, Duration::from_secs(15));
         let text = self.log_text();
         let stats = text
             .lines()

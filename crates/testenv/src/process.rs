@@ -81,6 +81,20 @@ impl Proc {
     }
 }
 
+/// Stops a child of this process: SIGTERM, then SIGKILL if it has not exited within `grace`;
+/// always reaps it.
+pub fn stop_child(child: &mut std::process::Child, grace: Duration) {
+    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100)); // waiting for our child to exit, with a deadline
+    }
+    if matches!(child.try_wait(), Ok(None)) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// A free TCP port on 127.0.0.1 (bound and released; the window for a clash is tiny).
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
