@@ -130,7 +130,7 @@ fn operator_flags(registry: &str, namespace: &str) -> anyhow::Result<cocoon::run
 
 impl Bench {
     async fn run(&self, args: &Args, sim: &Simulator) -> anyhow::Result<()> {
-        let cpu0 = cpu_seconds();
+        let cpu0 = testenv::process::cpu_seconds();
         let mut phases = Vec::new();
         let start = Instant::now();
         self.create_sets().await?;
@@ -161,8 +161,8 @@ impl Bench {
         report_phases(&phases, cpu0);
         println!(
             "  total: CPU {:.2}s, peak RSS {:.1} MiB",
-            cpu_seconds() - cpu0,
-            peak_rss_kib() as f64 / 1024.0
+            testenv::process::cpu_seconds() - cpu0,
+            testenv::process::peak_rss_kib() as f64 / 1024.0
         );
         println!(
             "  idle {}s after converging: {idle_total} operator requests ({idle_writes} writes), \
@@ -243,8 +243,8 @@ impl Bench {
             name,
             reached,
             settled,
-            cpu: cpu_seconds(),
-            peak_rss_kib: peak_rss_kib(),
+            cpu: testenv::process::cpu_seconds(),
+            peak_rss_kib: testenv::process::peak_rss_kib(),
             requests: self.counts.by_verb(),
             registry: self.registry.requests(),
         };
@@ -451,29 +451,4 @@ async fn cleanup(
     namespaces.delete(ns, &DeleteParams::default()).await?;
     testenv::wait_deleted(&namespaces, ns, timeout).await?;
     Ok((sets_gone, start.elapsed() - sets_gone))
-}
-
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the command: state(0) … utime(11) stime(12), in clock ticks (100 Hz on Linux).
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-/// VmHWM of this process, in KiB (0 when unreadable).
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }

@@ -59,7 +59,7 @@ async fn main() -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let operator = tokio::spawn(redroid::run_with_client(flags, client, stop.clone()));
 
-    let cpu0 = cpu_seconds();
+    let cpu0 = testenv::process::cpu_seconds();
     let start = Instant::now();
     create_instances(&ns, args.instances)?;
     let created = start.elapsed();
@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
             .count();
     }
     let converged = start.elapsed();
-    let cpu_converge = cpu_seconds() - cpu0;
+    let cpu_converge = testenv::process::cpu_seconds() - cpu0;
 
     // Let the work queue drain: the last instances' confirming passes are still running when
     // the last one reports Running. Settled = no request for 10 s (bounded by the timeout).
@@ -114,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "  peak RSS (operator + harness):       {:.1} MiB",
-        peak_rss_kib()? as f64 / 1024.0
+        testenv::process::peak_rss_kib() as f64 / 1024.0
     );
     println!("  CPU seconds until all Running:       {cpu_converge:.2}s");
     println!(
@@ -162,27 +162,4 @@ fn create_instances(ns: &str, n: usize) -> anyhow::Result<()> {
         .status()?;
     anyhow::ensure!(status.success(), "kubectl create failed");
     Ok(())
-}
-
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the command: state(0) … utime(11) stime(12), in clock ticks (100 Hz on Linux).
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn peak_rss_kib() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .ok_or_else(|| anyhow::anyhow!("no VmHWM"))?;
-    Ok(line.split_whitespace().nth(1).unwrap_or("0").parse()?)
 }
