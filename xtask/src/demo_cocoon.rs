@@ -54,6 +54,7 @@ spec:
 pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result<()> {
     install()?;
     println!("\n==> cocoon: starting a real OCI registry on loopback for the VM snapshots");
+    testenv::registry::ensure_installed()?;
     let registry = rt.block_on(RegistryServer::start())?;
     let url = registry.url();
     println!("docker-registry serving {url} (it lives as long as this demo)");

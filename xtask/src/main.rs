@@ -218,6 +218,10 @@ fn test(down: bool) -> anyhow::Result<()> {
         p.run("build upstream binaries", || {
             testenv::plane::ensure_binaries().map(|_| ())
         })?;
+        p.run(
+            "OCI registry (docker-registry)",
+            testenv::registry::ensure_installed,
+        )?;
         p.run("build workspace + tests", || {
             cargo(&["test", "--workspace", "--no-run", "--quiet"])
         })?;

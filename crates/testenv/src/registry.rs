@@ -26,6 +26,43 @@ use crate::process::free_port;
 /// Where Debian's `docker-registry` package installs the registry.
 pub const REGISTRY_BINARY: &str = "/usr/bin/docker-registry";
 
+/// Makes sure [`REGISTRY_BINARY`] exists: installs Debian's `docker-registry` package with
+/// apt-get when it is missing and this process may (root with apt-get), else explains what to
+/// install. Its service is not started: tests run their own servers on free loopback ports.
+pub fn ensure_installed() -> anyhow::Result<()> {
+    if Path::new(REGISTRY_BINARY).exists() {
+        return Ok(());
+    }
+    // Effective uid, the second field of /proc/self/status's "Uid:" line.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().nth(1));
+    let root = euid == Some("0");
+    anyhow::ensure!(
+        root && Path::new("/usr/bin/apt-get").exists(),
+        "{REGISTRY_BINARY} is missing: install Debian's docker-registry package \
+         (apt-get install docker-registry)"
+    );
+    eprintln!("installing Debian's docker-registry package (a real OCI registry for the tests)");
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map(|s| s.success())
+    };
+    if !apt(&["install", "-y", "-qq", "docker-registry"])? {
+        anyhow::ensure!(apt(&["update", "-qq"])?, "apt-get update failed");
+        anyhow::ensure!(
+            apt(&["install", "-y", "-qq", "docker-registry"])?,
+            "apt-get install docker-registry failed"
+        );
+    }
+    Ok(())
+}
+
 const PROBE_AGENT: &str = "testenv-registry-ready";
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const MANIFEST_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
