@@ -219,7 +219,7 @@ fn test(down: bool) -> anyhow::Result<()> {
             testenv::plane::ensure_binaries().map(|_| ())
         })?;
         p.run(
-            "OCI registry (docker-registry)",
+            "install docker-registry",
             testenv::registry::ensure_installed,
         )?;
         p.run("build workspace + tests", || {
