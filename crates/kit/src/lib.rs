@@ -8,6 +8,8 @@ pub mod controller;
 pub mod crdgen;
 /// Events that never fail a reconcile, and namespace-scoped `Api`s.
 pub mod events;
+/// Adding and removing a finalizer with an optimistic write.
+pub mod finalizers;
 /// Common operator flags with environment-variable fallbacks.
 pub mod flags;
 /// HTTP /healthz, /readyz and /metrics endpoints.

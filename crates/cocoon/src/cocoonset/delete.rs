@@ -20,7 +20,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kit::reconcile::Outcome;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 
 use super::pass::Pass;
 use super::{Error, POLL};
@@ -126,32 +126,16 @@ async fn remove_finalizer(ctx: &Context, set: &CocoonSet) -> Result<(), Error> {
     let api: Api<CocoonSet> =
         Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
     // Read it again: this pass's own stash of VM names changed its resourceVersion, and the
-    // update below is optimistic on the object we read.
+    // removal is optimistic on the object it is given.
     let fresh = api
         .get_opt(&set.name_any())
         .await
         .map_err(|source| Error::PatchSet { source })?;
     let Some(set) = fresh else { return Ok(()) };
-    let kept: Vec<&String> = set
-        .finalizers()
-        .iter()
-        .filter(|f| *f != names::COCOONSET_FINALIZER)
-        .collect();
-    let patch = serde_json::json!({
-        "metadata": { "finalizers": kept, "resourceVersion": set.resource_version() }
-    });
-    match api
-        .patch(
-            &set.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+    kit::finalizers::remove(&api, &set, names::COCOONSET_FINALIZER)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(Error::PatchSet { source }),
-    }
+        .map(|_| ())
+        .map_err(|source| Error::PatchSet { source })
 }
 
 #[cfg(test)]

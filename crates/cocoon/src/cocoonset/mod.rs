@@ -27,7 +27,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kit::controller::{ControllerSettings, RunContext, run_controller};
 use kit::reconcile::{Outcome, ReconcileError};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
@@ -230,20 +230,10 @@ async fn steps(pass: &mut Pass<'_>) -> Result<Outcome, Error> {
 async fn add_finalizer(ctx: &Context, set: &CocoonSet) -> Result<(), Error> {
     let api: Api<CocoonSet> =
         Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
-    let mut finalizers = set.finalizers().to_vec();
-    finalizers.push(names::COCOONSET_FINALIZER.to_owned());
-    // The resourceVersion makes this an optimistic update: a concurrent change fails it.
-    let patch = serde_json::json!({
-        "metadata": { "finalizers": finalizers, "resourceVersion": set.resource_version() }
-    });
-    api.patch(
-        &set.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map(|_| ())
-    .map_err(|source| Error::PatchSet { source })
+    kit::finalizers::add(&api, set, names::COCOONSET_FINALIZER)
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::PatchSet { source })
 }
 
 fn cached_pods(store: &Store<Pod>, set: &CocoonSet) -> Vec<Pod> {

@@ -11,9 +11,9 @@
 //!   (`SnapshotTagDeleteFailed`); the tag may leak, the CR does not get stuck.
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::status::{Note, full_name};
@@ -59,12 +59,9 @@ pub async fn ensure_finalizer(
     api: &Api<CocoonHibernation>,
     cr: &CocoonHibernation,
 ) -> Result<bool, ApplyError> {
-    if has_finalizer(cr) {
-        return Ok(false);
-    }
-    let mut list = cr.finalizers().to_vec();
-    list.push(names::HIBERNATION_FINALIZER.to_owned());
-    patch_finalizers(api, cr, list).await.map(|()| true)
+    kit::finalizers::add(api, cr, names::HIBERNATION_FINALIZER)
+        .await
+        .map_err(|source| finalizer_error(cr, source))
 }
 
 /// Removes the finalizer if present.
@@ -72,41 +69,22 @@ pub async fn remove_finalizer(
     api: &Api<CocoonHibernation>,
     cr: &CocoonHibernation,
 ) -> Result<(), ApplyError> {
-    if !has_finalizer(cr) {
-        return Ok(());
-    }
-    let list = cr
-        .finalizers()
-        .iter()
-        .filter(|f| *f != names::HIBERNATION_FINALIZER)
-        .cloned()
-        .collect();
-    patch_finalizers(api, cr, list).await
+    kit::finalizers::remove(api, cr, names::HIBERNATION_FINALIZER)
+        .await
+        .map(|_| ())
+        .map_err(|source| finalizer_error(cr, source))
 }
 
 /// Whether `cr` carries the controller's finalizer.
 pub fn has_finalizer(cr: &CocoonHibernation) -> bool {
-    cr.finalizers()
-        .iter()
-        .any(|f| f == names::HIBERNATION_FINALIZER)
+    kit::finalizers::has(cr, names::HIBERNATION_FINALIZER)
 }
 
-async fn patch_finalizers(
-    api: &Api<CocoonHibernation>,
-    cr: &CocoonHibernation,
-    finalizers: Vec<String>,
-) -> Result<(), ApplyError> {
-    let body = json!({"metadata": {
-        "finalizers": finalizers,
-        "resourceVersion": cr.resource_version(),
-    }});
-    api.patch(&cr.name_any(), &PatchParams::default(), &Patch::Merge(body))
-        .await
-        .map(|_| ())
-        .map_err(|source| ApplyError::Finalizer {
-            cr: full_name(cr),
-            source,
-        })
+fn finalizer_error(cr: &CocoonHibernation, source: kube::Error) -> ApplyError {
+    ApplyError::Finalizer {
+        cr: full_name(cr),
+        source,
+    }
 }
 
 /// The merge patch that sets (`"true"`) or removes the hibernate annotation.

@@ -94,35 +94,13 @@ pub async fn release_legacy_finalizer(
     ctx: &Context,
     inst: &RedroidInstance,
 ) -> Result<(), ApplyError> {
-    if !inst
-        .finalizers()
-        .iter()
-        .any(|f| f == names::LEGACY_INSTANCE_FINALIZER)
-    {
-        return Ok(());
-    }
-    let rest: Vec<&String> = inst
-        .finalizers()
-        .iter()
-        .filter(|f| *f != names::LEGACY_INSTANCE_FINALIZER)
-        .collect();
-    let body =
-        json!({"metadata": {"finalizers": rest, "resourceVersion": inst.resource_version()}});
-    let res = api::<RedroidInstance>(ctx, inst)
-        .patch(
-            &inst.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&body),
-        )
-        .await;
-    match res {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(ApplyError::RemoveFinalizer {
+    kit::finalizers::remove(&api(ctx, inst), inst, names::LEGACY_INSTANCE_FINALIZER)
+        .await
+        .map(|_| ())
+        .map_err(|source| ApplyError::RemoveFinalizer {
             name: inst.name_any(),
             source,
-        }),
-    }
+        })
 }
 
 /// Clears expired overrides (a merge patch, whoever set them) and returns the updated instance.

@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PropagationPolicy};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
 use super::overrides::Change;
 use crate::context::Context;
@@ -137,34 +136,17 @@ pub fn about(
     })
 }
 
-fn finalizer_patch(task: &RedroidTask, finalizers: Vec<String>) -> Patch<serde_json::Value> {
-    Patch::Merge(
-        json!({"metadata": {"finalizers": finalizers, "resourceVersion": task.resource_version()}}),
-    )
-}
-
 /// Adds the task finalizer if missing; returns whether it wrote.
 pub async fn ensure_finalizer(
     api: &Api<RedroidTask>,
     task: &RedroidTask,
 ) -> Result<bool, ApplyError> {
-    if task.finalizers().iter().any(|f| f == names::TASK_FINALIZER) {
-        return Ok(false);
-    }
-    let mut all = task.finalizers().to_vec();
-    all.push(names::TASK_FINALIZER.into());
-    let err = |source| ApplyError::Finalizer {
-        task: task.name_any(),
-        source,
-    };
-    api.patch(
-        &task.name_any(),
-        &PatchParams::default(),
-        &finalizer_patch(task, all),
-    )
-    .await
-    .map_err(err)?;
-    Ok(true)
+    kit::finalizers::add(api, task, names::TASK_FINALIZER)
+        .await
+        .map_err(|source| ApplyError::Finalizer {
+            task: task.name_any(),
+            source,
+        })
 }
 
 /// Removes the task finalizer if present.
@@ -172,27 +154,13 @@ pub async fn remove_finalizer(
     api: &Api<RedroidTask>,
     task: &RedroidTask,
 ) -> Result<(), ApplyError> {
-    if !task.finalizers().iter().any(|f| f == names::TASK_FINALIZER) {
-        return Ok(());
-    }
-    let rest: Vec<String> = task
-        .finalizers()
-        .iter()
-        .filter(|f| *f != names::TASK_FINALIZER)
-        .cloned()
-        .collect();
-    let err = |source| ApplyError::Finalizer {
-        task: task.name_any(),
-        source,
-    };
-    api.patch(
-        &task.name_any(),
-        &PatchParams::default(),
-        &finalizer_patch(task, rest),
-    )
-    .await
-    .map_err(err)?;
-    Ok(())
+    kit::finalizers::remove(api, task, names::TASK_FINALIZER)
+        .await
+        .map(|_| ())
+        .map_err(|source| ApplyError::Finalizer {
+            task: task.name_any(),
+            source,
+        })
 }
 
 /// Writes the override `changes` on instances, with an Event each.
