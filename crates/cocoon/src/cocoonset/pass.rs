@@ -42,7 +42,7 @@ pub struct Pass<'a> {
     pods_api: Api<Pod>,
     sets_api: Api<CocoonSet>,
     namespace: String,
-    restore_intents: Option<Vec<String>>,
+    hibernations: Option<Vec<CocoonHibernation>>,
 }
 
 impl<'a> Pass<'a> {
@@ -56,7 +56,7 @@ impl<'a> Pass<'a> {
             set,
             pods,
             namespace,
-            restore_intents: None,
+            hibernations: None,
         }
     }
 
@@ -174,41 +174,42 @@ impl<'a> Pass<'a> {
             .map_err(|source| Error::ListPods { source })
     }
 
-    /// Pods named by a CocoonHibernation in `Hibernated` or `Waking` (restore intent). Listed
-    /// at most once per pass, and only when a pod has to be built.
-    pub async fn restore_intent(&mut self, pod: &str) -> Result<bool, Error> {
-        if self.restore_intents.is_none() {
+    /// The namespace's CocoonHibernations: listed at most once per pass, and only when a
+    /// step needs them (a pod to build, a flagged pod to wake), so steady state lists none.
+    async fn hibernations(&mut self) -> Result<&[CocoonHibernation], Error> {
+        if self.hibernations.is_none() {
             let api: Api<CocoonHibernation> =
                 Api::namespaced(self.ctx.client.clone(), &self.namespace);
             let list = api
                 .list(&ListParams::default())
                 .await
                 .map_err(|source| Error::ListHibernations { source })?;
-            let restorable = list.items.into_iter().filter(|cr| {
-                matches!(
+            self.hibernations = Some(list.items);
+        }
+        Ok(self.hibernations.as_deref().unwrap_or_default())
+    }
+
+    /// Whether a CocoonHibernation in `Hibernated` or `Waking` names `pod` (restore intent).
+    pub async fn restore_intent(&mut self, pod: &str) -> Result<bool, Error> {
+        let crs = self.hibernations().await?;
+        Ok(crs.iter().any(|cr| {
+            cr.spec.pod_ref.name == pod
+                && matches!(
                     cr.status.as_ref().and_then(|s| s.phase),
                     Some(HibernationPhase::Hibernated | HibernationPhase::Waking)
                 )
-            });
-            self.restore_intents = Some(restorable.map(|cr| cr.spec.pod_ref.name).collect());
-        }
-        let intents = self.restore_intents.as_deref().unwrap_or_default();
-        Ok(intents.iter().any(|p| p == pod))
+        }))
     }
 
     /// Pods named by a CocoonHibernation that wants them hibernated (desire Hibernate, or
     /// still Hibernating): unsuspend must leave them alone.
-    pub async fn hibernation_holds(&self) -> Result<Vec<String>, Error> {
-        let api: Api<CocoonHibernation> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
-        let list = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|source| Error::ListHibernations { source })?;
-        let holds = list.items.into_iter().filter(|cr| {
+    pub async fn hibernation_holds(&mut self) -> Result<Vec<String>, Error> {
+        let crs = self.hibernations().await?;
+        let holds = crs.iter().filter(|cr| {
             cr.spec.desire == crate::crd::Desire::Hibernate
                 || cr.status.as_ref().and_then(|s| s.phase) == Some(HibernationPhase::Hibernating)
         });
-        Ok(holds.map(|cr| cr.spec.pod_ref.name).collect())
+        Ok(holds.map(|cr| cr.spec.pod_ref.name.clone()).collect())
     }
 
     /// Whether `<vm>:<tag>` is in the registry.
