@@ -6,10 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use testenv::TestNamespace;
+use testenv::admission::Kind;
 
 const GROUP: &str = "cocoonset.cocoonstack.io";
 const SET: &str = "CocoonSet";
@@ -27,57 +28,15 @@ async fn setup(prefix: &str) -> (kube::Client, TestNamespace) {
     (client, ns)
 }
 
-fn api(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk(GROUP, "v1", kind);
-    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&gvk))
-}
-
-/// The API server's message of a validation rejection (422), or a panic for anything else.
-fn rejection(e: kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => {
-            assert_eq!(s.code, 422, "rejections are validation errors: {s:?}");
-            s.message
-        }
-        other => panic!("unexpected error: {other}"),
-    }
-}
-
-async fn create(
-    api: &Api<DynamicObject>,
-    kind: &str,
-    name: &str,
-    spec: Value,
-) -> Result<DynamicObject, String> {
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("{GROUP}/v1"), "kind": kind,
-        "metadata": {"name": name}, "spec": spec,
-    }))
-    .expect("object");
-    api.create(&PostParams::default(), &obj)
-        .await
-        .map_err(rejection)
-}
-
-/// Merge-patches `spec` of an existing object, as `kubectl patch --type=merge` would.
-async fn patch_spec(
-    api: &Api<DynamicObject>,
-    name: &str,
-    spec: Value,
-) -> Result<DynamicObject, String> {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": spec})),
-    )
-    .await
-    .map_err(rejection)
+fn api(client: &kube::Client, ns: &str, kind: &str) -> Kind {
+    Kind::new(client, ns, GROUP, "v1", kind)
 }
 
 /// Creates every spec and asserts that each is rejected with its expected message fragment.
-async fn assert_rejected(api: &Api<DynamicObject>, kind: &str, cases: Vec<(Value, &str)>) {
+async fn assert_rejected(api: &Kind, cases: Vec<(Value, &str)>) {
     for (i, (spec, want)) in cases.into_iter().enumerate() {
-        let err = create(api, kind, &format!("bad-{i}"), spec.clone())
+        let err = api
+            .create(&format!("bad-{i}"), spec.clone())
             .await
             .expect_err("must be rejected");
         assert!(
@@ -104,14 +63,13 @@ fn set_with_toolbox(toolbox: Value) -> Value {
 #[tokio::test]
 async fn cocoonset_defaults_are_applied_by_the_api_server() {
     let (client, ns) = setup("cocoon-crd-ok").await;
-    let set = create(
-        &api(&client, &ns.name, SET),
-        SET,
-        "demo",
-        set_with_toolbox(json!({"name": "db", "image": "postgres-16"})),
-    )
-    .await
-    .expect("minimal set");
+    let set = api(&client, &ns.name, SET)
+        .create(
+            "demo",
+            set_with_toolbox(json!({"name": "db", "image": "postgres-16"})),
+        )
+        .await
+        .expect("minimal set");
     let spec = &set.data["spec"];
     assert_eq!(spec["snapshotPolicy"], "always");
     assert_eq!(spec["hibernatePolicy"], "retain");
@@ -210,7 +168,7 @@ async fn invalid_cocoonsets_are_rejected_with_clear_messages() {
             "spec.snapshotCompatibilityClass in body should match",
         ),
     ];
-    assert_rejected(&api, SET, cases).await;
+    assert_rejected(&api, cases).await;
 }
 
 #[tokio::test]
@@ -234,20 +192,19 @@ async fn release_policy_is_for_main_only_sets() {
             RELEASE_MESSAGE,
         ),
     ];
-    assert_rejected(&api, SET, cases).await;
+    assert_rejected(&api, cases).await;
 
-    create(&api, SET, "solo", release(json!({"image": "i"}), None))
+    api.create("solo", release(json!({"image": "i"}), None))
         .await
         .expect("main-only release set");
-    create(
-        &api,
-        SET,
+    api.create(
         "solo-explicit",
         release(json!({"image": "i", "replicas": 0}), Some(json!([]))),
     )
     .await
     .expect("explicit replicas 0 and an empty toolbox list");
-    let err = patch_spec(&api, "solo", json!({"agent": {"replicas": 2}}))
+    let err = api
+        .patch_spec("solo", json!({"agent": {"replicas": 2}}))
         .await
         .expect_err("scaling a release set must be rejected");
     assert!(err.contains(RELEASE_MESSAGE), "{err}");
@@ -257,26 +214,25 @@ async fn release_policy_is_for_main_only_sets() {
 async fn snapshot_compatibility_class_is_immutable_once_set() {
     let (client, ns) = setup("cocoon-crd-class").await;
     let api = api(&client, &ns.name, SET);
-    create(&api, SET, "demo", json!({"agent": {"image": "i"}}))
+    api.create("demo", json!({"agent": {"image": "i"}}))
         .await
         .expect("set without a class");
-    let set = patch_spec(
-        &api,
-        "demo",
-        json!({"snapshotCompatibilityClass": "skylake"}),
-    )
-    .await
-    .expect("setting the class for the first time is allowed");
+    let set = api
+        .patch_spec("demo", json!({"snapshotCompatibilityClass": "skylake"}))
+        .await
+        .expect("setting the class for the first time is allowed");
     assert_eq!(set.data["spec"]["snapshotCompatibilityClass"], "skylake");
 
-    let err = patch_spec(&api, "demo", json!({"snapshotCompatibilityClass": "zen4"}))
+    let err = api
+        .patch_spec("demo", json!({"snapshotCompatibilityClass": "zen4"}))
         .await
         .expect_err("changing the class must be rejected");
     assert!(
         err.contains("snapshotCompatibilityClass is immutable once set"),
         "{err}"
     );
-    let err = patch_spec(&api, "demo", json!({"snapshotCompatibilityClass": null}))
+    let err = api
+        .patch_spec("demo", json!({"snapshotCompatibilityClass": null}))
         .await
         .expect_err("removing the class must be rejected");
     assert!(
@@ -284,8 +240,7 @@ async fn snapshot_compatibility_class_is_immutable_once_set() {
         "{err}"
     );
 
-    patch_spec(
-        &api,
+    api.patch_spec(
         "demo",
         json!({"suspend": true, "snapshotCompatibilityClass": "skylake"}),
     )
@@ -319,26 +274,26 @@ async fn invalid_hibernations_are_rejected_with_clear_messages() {
             "spec.desire: Required value",
         ),
     ];
-    assert_rejected(&api, HIBERNATION, cases).await;
+    assert_rejected(&api, cases).await;
 }
 
 #[tokio::test]
 async fn hibernation_pod_ref_is_immutable_and_desire_is_not() {
     let (client, ns) = setup("cocoon-crd-ch").await;
     let api = api(&client, &ns.name, HIBERNATION);
-    create(
-        &api,
-        HIBERNATION,
+    api.create(
         "demo-0",
         json!({"podRef": {"name": "demo-0"}, "desire": "Hibernate"}),
     )
     .await
     .expect("valid hibernation");
-    let err = patch_spec(&api, "demo-0", json!({"podRef": {"name": "demo-1"}}))
+    let err = api
+        .patch_spec("demo-0", json!({"podRef": {"name": "demo-1"}}))
         .await
         .expect_err("retargeting must be rejected");
     assert!(err.contains("spec.podRef is immutable"), "{err}");
-    let ch = patch_spec(&api, "demo-0", json!({"desire": "Wake"}))
+    let ch = api
+        .patch_spec("demo-0", json!({"desire": "Wake"}))
         .await
         .expect("flipping the desire is how a VM is woken");
     assert_eq!(ch.data["spec"]["desire"], "Wake");

@@ -1,10 +1,9 @@
 //! Admission: upstream manifests apply unchanged with upstream defaults, and every invalid
 //! manifest is rejected by the API server with a message that says what is wrong.
 
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use testenv::TestNamespace;
+use testenv::admission::Kind;
 
 async fn setup(prefix: &str) -> (kube::Client, TestNamespace) {
     let client = testenv::client().await;
@@ -17,31 +16,8 @@ async fn setup(prefix: &str) -> (kube::Client, TestNamespace) {
     (client, ns)
 }
 
-fn api(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("redroid.isning.moe", "v1alpha1", kind);
-    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&gvk))
-}
-
-async fn create(
-    api: &Api<DynamicObject>,
-    kind: &str,
-    name: &str,
-    spec: Value,
-) -> Result<DynamicObject, String> {
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "redroid.isning.moe/v1alpha1", "kind": kind,
-        "metadata": {"name": name}, "spec": spec,
-    }))
-    .expect("object");
-    api.create(&PostParams::default(), &obj)
-        .await
-        .map_err(|e| match e {
-            kube::Error::Api(s) => {
-                assert_eq!(s.code, 422, "rejections are validation errors: {s:?}");
-                s.message
-            }
-            other => panic!("unexpected error: {other}"),
-        })
+fn api(client: &kube::Client, ns: &str, kind: &str) -> Kind {
+    Kind::new(client, ns, "redroid.isning.moe", "v1alpha1", kind)
 }
 
 fn task_spec() -> Value {
@@ -51,14 +27,13 @@ fn task_spec() -> Value {
 #[tokio::test]
 async fn upstream_manifests_apply_unchanged_with_upstream_defaults() {
     let (client, ns) = setup("crd-ok").await;
-    let inst = create(
-        &api(&client, &ns.name, "RedroidInstance"),
-        "RedroidInstance",
-        "a",
-        json!({"index": 0, "network": {"proxy": {"type": "static", "host": "p"}}}),
-    )
-    .await
-    .expect("minimal instance");
+    let inst = api(&client, &ns.name, "RedroidInstance")
+        .create(
+            "a",
+            json!({"index": 0, "network": {"proxy": {"type": "static", "host": "p"}}}),
+        )
+        .await
+        .expect("minimal instance");
     let spec = &inst.data["spec"];
     assert_eq!(spec["image"], "redroid/redroid:16.0.0-latest");
     assert_eq!(spec["imagePullPolicy"], "IfNotPresent");
@@ -69,14 +44,10 @@ async fn upstream_manifests_apply_unchanged_with_upstream_defaults() {
     assert_eq!(spec["suspend"], false);
     assert_eq!(spec["network"]["proxy"]["port"], 3128);
 
-    let task = create(
-        &api(&client, &ns.name, "RedroidTask"),
-        "RedroidTask",
-        "t",
-        task_spec(),
-    )
-    .await
-    .expect("minimal task");
+    let task = api(&client, &ns.name, "RedroidTask")
+        .create("t", task_spec())
+        .await
+        .expect("minimal task");
     let spec = &task.data["spec"];
     assert_eq!(spec["backoffLimit"], 0);
     assert_eq!(spec["successfulJobsHistoryLimit"], 3);
@@ -125,7 +96,8 @@ async fn invalid_instances_are_rejected_with_clear_messages() {
         ),
     ];
     for (i, (spec, want)) in cases.into_iter().enumerate() {
-        let err = create(&api, "RedroidInstance", &format!("bad-{i}"), spec.clone())
+        let err = api
+            .create(&format!("bad-{i}"), spec.clone())
             .await
             .expect_err("must be rejected");
         assert!(
@@ -197,7 +169,8 @@ async fn invalid_tasks_are_rejected_with_clear_messages() {
         ),
     ];
     for (i, (spec, want)) in cases.into_iter().enumerate() {
-        let err = create(&api, "RedroidTask", &format!("bad-{i}"), spec.clone())
+        let err = api
+            .create(&format!("bad-{i}"), spec.clone())
             .await
             .expect_err("must be rejected");
         assert!(

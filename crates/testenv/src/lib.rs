@@ -5,6 +5,7 @@
 //! outside the repository, plus kwok simulating three nodes in three zones. Everything binds
 //! 127.0.0.1 and pods get 127.1.x.y addresses. See `docs/testenv.md`.
 
+pub mod admission;
 pub mod identity;
 pub mod pki;
 pub mod plane;
