@@ -423,7 +423,7 @@ mod tests {
                 tokio::time::Instant::now() < deadline,
                 "timed out waiting for {what}"
             );
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await; // polling a condition with a deadline
         }
     }
 

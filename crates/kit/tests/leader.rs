@@ -77,7 +77,7 @@ async fn sample(
         if start.elapsed() >= window {
             return Err(());
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await; // sampling interval of a check with a deadline
     }
 }
 
