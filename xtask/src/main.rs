@@ -167,12 +167,13 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
 
 static TOTALS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
 
-/// `cargo test --workspace`, echoing its output and closing with the totals on one line
-/// (`tests: N passed, N failed`), so the last line a reader (or CI) sees is the whole result.
+/// `cargo test --workspace --no-fail-fast`, echoing its output and closing with the totals on
+/// one line (`tests: N passed, N failed`), so the last line a reader (or CI) sees is the whole
+/// result. Every test binary runs even after one fails, so the totals count every test.
 fn cargo_test() -> anyhow::Result<()> {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["test", "--workspace"])
+        .args(["test", "--workspace", "--no-fail-fast"])
         .stdout(std::process::Stdio::piped())
         .spawn()?;
     let (mut passed, mut failed) = (0u64, 0u64);
