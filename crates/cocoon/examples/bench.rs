@@ -2,7 +2,7 @@
 //! create → all Running, suspend → all Suspended, unsuspend → all Running on the local plane.
 //!
 //! ```bash
-//! cargo run --release -p cocoon --example bench -- --sets 200 --idle-seconds 60
+//! cargo run --release -p cocoon --example cocoon-bench -- --sets 200 --idle-seconds 60
 //! ```
 //!
 //! - The operator runs in this process (both controllers, leader election off, watching only
