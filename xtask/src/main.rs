@@ -39,6 +39,9 @@ enum Cmd {
         #[arg(long)]
         check: bool,
     },
+    /// Rewrite crates/kit/src/k8s_schema_facts.json from the local plane's OpenAPI (what
+    /// Kubernetes says about the types CRDs embed); run after changing the Kubernetes version.
+    GenK8sFacts,
     /// Run every check and test (what CI runs).
     Test {
         /// Stop the control plane afterwards (CI does; developers keep it warm).
@@ -114,6 +117,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         }
         Cmd::Demo => demo::run(),
         Cmd::Gen { check } => gen_crds::run(check),
+        Cmd::GenK8sFacts => gen_crds::k8s_facts(),
         Cmd::Test { down } => test(down),
         Cmd::Kubectl { args } => kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>()),
     }
