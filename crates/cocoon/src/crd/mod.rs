@@ -8,13 +8,15 @@ pub use cocoonset::*;
 pub use hibernation::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Every CRD of the cocoon operator, for `cargo xtask gen` and tests.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![CocoonSet::crd(), CocoonHibernation::crd()]
+    vec![
+        kit::crdschema::crd::<CocoonSet>(),
+        kit::crdschema::crd::<CocoonHibernation>(),
+    ]
 }
 
 /// OSType defines the guest operating system type.
