@@ -667,14 +667,9 @@ async fn deletion_waits_for_terminating_pods_before_collecting_tags() {
     }
     // Someone else holds the sub-agent's pod: it stays Terminating after vk-cocoon let go.
     const HOLD: &str = "test.flotilla.dev/hold";
-    let add = Patch::<()>::Json(
-        serde_json::from_value(json!([
-            {"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}
-        ]))
-        .expect("json patch"),
-    );
-    env.api::<Pod>()
-        .patch("demo-1", &PatchParams::default(), &add)
+    let pods = env.api::<Pod>();
+    let sub_pod = pods.get("demo-1").await.expect("demo-1");
+    kit::finalizers::add(&pods, &sub_pod, HOLD)
         .await
         .expect("hold demo-1");
     env.api::<CocoonSet>()
