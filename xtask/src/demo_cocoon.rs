@@ -61,9 +61,7 @@ pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result
     let url = registry.url();
     println!("docker-registry serving {url} (it lives as long as this demo)");
 
-    println!(
-        "\n==> cocoon: building cocoon-operator and vksim: cargo build -p cocoon -p vksim"
-    );
+    println!("\n==> cocoon: building cocoon-operator and vksim: cargo build -p cocoon -p vksim");
     let built = build_binaries(&[("cocoon", "cocoon-operator"), ("vksim", "vksim")])?;
     let (operator_bin, sim_bin) = (&built[0], &built[1]);
 

@@ -695,11 +695,17 @@ async fn deletion_waits_for_terminating_pods_before_collecting_tags() {
     .expect("passes");
     let set = env.api::<CocoonSet>().get_opt("demo").await.expect("get");
     assert!(
-        set.is_some_and(|s| s.finalizers().iter().any(|f| f == names::COCOONSET_FINALIZER)),
+        set.is_some_and(|s| s
+            .finalizers()
+            .iter()
+            .any(|f| f == names::COCOONSET_FINALIZER)),
         "the set waits while a pod of it is terminating"
     );
     for (vm, tag) in [(&main, "hibernate"), (&sub, "hibernate"), (&sub, "latest")] {
-        assert!(env.tag_exists(vm, tag).await, "{vm}:{tag} kept while a pod terminates");
+        assert!(
+            env.tag_exists(vm, tag).await,
+            "{vm}:{tag} kept while a pod terminates"
+        );
     }
     // The pod really goes: now the tags are collected and the set is gone.
     let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
@@ -727,7 +733,9 @@ async fn a_toolbox_name_taken_by_a_foreign_pod_is_reported() {
         s.status
             .as_ref()
             .and_then(|st| kit::conditions::get(&st.conditions, "Ready"))
-            .is_some_and(|c| c.status == "False" && c.reason == "NameCollision" && c.message == want)
+            .is_some_and(|c| {
+                c.status == "False" && c.reason == "NameCollision" && c.message == want
+            })
     })
     .await;
     let events = env.wait_event("demo", "NameCollision").await;
@@ -752,5 +760,8 @@ async fn a_toolbox_name_taken_by_a_foreign_pod_is_reported() {
         state::label(&db, names::LABEL_ROLE),
         Some(names::Role::Toolbox.as_str())
     );
-    assert_eq!(support::occurrences(&env.events("demo", "NameCollision").await), 1);
+    assert_eq!(
+        support::occurrences(&env.events("demo", "NameCollision").await),
+        1
+    );
 }

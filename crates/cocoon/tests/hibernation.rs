@@ -393,11 +393,16 @@ async fn hibernate_flipped_back_while_waking_hibernates_again() {
     env.sim.faults().stall(&vm);
     env.set_desire("p", Desire::Wake).await;
     env.wait_phase("p", Waking).await;
-    env.wait_pod("p", "hibernate flag removed", |p| !flagged(p)).await;
+    env.wait_pod("p", "hibernate flag removed", |p| !flagged(p))
+        .await;
     env.set_desire("p", Desire::Hibernate).await;
     more_passes(&env, 1.0).await;
     let cr = env.api::<CocoonHibernation>().get("p").await.expect("cr");
-    assert_eq!(phase_of(&cr), Some(Waking), "the wake in flight finishes first");
+    assert_eq!(
+        phase_of(&cr),
+        Some(Waking),
+        "the wake in flight finishes first"
+    );
     // The VM reports running: the wake settles, and the desire (Hibernate) is acted on at once,
     // with no other change to trigger it.
     env.sim.faults().clear(&vm);
@@ -469,10 +474,8 @@ async fn the_hibernate_deadline_holds_while_the_registry_fails() {
     env.create_cr("p", "p", Desire::Hibernate).await;
     let hibernating = env.wait_phase("p", Hibernating).await;
     let entered = ready_of(&hibernating).last_transition_time.0;
-    let failed = support::wait_cr(&env.api(), "p", "Failed", |cr| {
-        phase_of(cr) == Some(Failed)
-    })
-    .await;
+    let failed =
+        support::wait_cr(&env.api(), "p", "Failed", |cr| phase_of(cr) == Some(Failed)).await;
     let late = jiff::Timestamp::now().duration_since(entered);
     let late = Duration::try_from(late).expect("after entering");
     assert!(late >= timeout, "not before the deadline: {late:?}");
@@ -482,7 +485,10 @@ async fn the_hibernate_deadline_holds_while_the_registry_fails() {
         "the deadline fired {:?} late",
         late - timeout
     );
-    assert_eq!(ready_of(&failed).message, "hibernate not confirmed within 20s");
+    assert_eq!(
+        ready_of(&failed).message,
+        "hibernate not confirmed within 20s"
+    );
     let events = env.wait_event("p", "HibernateTimedOut").await;
     assert_eq!(
         events[0].note.as_deref(),

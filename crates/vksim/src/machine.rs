@@ -409,7 +409,11 @@ spec: {{nodeName: kwok-node-0, containers: []}}
             deleted: true,
             ..live()
         };
-        assert_eq!(step("", &deleted), Step::Nothing, "gone: nothing to release");
+        assert_eq!(
+            step("", &deleted),
+            Step::Nothing,
+            "gone: nothing to release"
+        );
         // Terminating but still there (held): torn down first, then released.
         let mut terminating = pod("");
         terminating.metadata.deletion_timestamp =

@@ -181,7 +181,11 @@ async fn the_default_simulator_owns_the_kwok_nodes_in_pool_default() {
         .list(&ListParams::default().labels(vksim::KWOK_NODES))
         .await
         .expect("nodes");
-    let mut kwok: Vec<String> = list.items.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    let mut kwok: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
     kwok.sort();
     assert!(!kwok.is_empty());
     assert_eq!(env.sim.nodes(), kwok.as_slice(), "exactly the kwok nodes");
@@ -204,7 +208,11 @@ async fn the_default_simulator_owns_the_kwok_nodes_in_pool_default() {
 }
 
 fn held(pod: &Pod) -> bool {
-    pod.metadata.finalizers.iter().flatten().any(|f| f == HOLD_FINALIZER)
+    pod.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == HOLD_FINALIZER)
 }
 
 #[tokio::test]
@@ -484,10 +492,7 @@ async fn a_deleted_pod_stays_terminating_until_its_latest_snapshot_is_pushed() {
     env.delete("bystander").await;
     let terminating = env.pods.get(&name).await.expect("still there");
     assert!(terminating.metadata.deletion_timestamp.is_some());
-    assert!(
-        !env.tag(&vm, names::TAG_LATEST).await,
-        "nothing pushed yet"
-    );
+    assert!(!env.tag(&vm, names::TAG_LATEST).await, "nothing pushed yet");
     // Once the teardown runs, the push comes first and only then does the pod go.
     env.sim.faults().clear(&vm);
     testenv::wait_deleted(&env.pods, &name, TIMEOUT)
@@ -510,7 +515,8 @@ impl TestNodes {
         let api: Api<Node> = Api::all(client.clone());
         let names: Vec<String> = (0..count).map(|i| format!("{ns}-node-{i}")).collect();
         for (i, name) in names.iter().enumerate() {
-            let capacity = json!({"cpu": "1k", "memory": "1Ti", "pods": "1M", "ephemeral-storage": "10Ti"});
+            let capacity =
+                json!({"cpu": "1k", "memory": "1Ti", "pods": "1M", "ephemeral-storage": "10Ti"});
             // Loopback pod addresses only, away from the plane's 127.1.0-2.x.
             let cidr = format!("127.1.{}.0/24", 200 + i);
             let node: Node = serde_json::from_value(json!({
@@ -533,9 +539,15 @@ impl TestNodes {
         let nodes = TestNodes { names };
         for name in &nodes.names {
             wait_for(&api, name, TIMEOUT, |n: &Node| {
-                let ready = n.status.iter().flat_map(|s| s.conditions.iter().flatten())
+                let ready = n
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter().flatten())
                     .any(|c| c.type_ == "Ready" && c.status == "True");
-                let not_ready = n.spec.iter().flat_map(|s| s.taints.iter().flatten())
+                let not_ready = n
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.taints.iter().flatten())
                     .any(|t| t.key == "node.kubernetes.io/not-ready");
                 ready && !not_ready
             })
@@ -623,7 +635,11 @@ async fn two_simulators_with_different_pools_own_only_their_nodes() {
         let n = node_api.get(node).await.expect("node");
         assert_eq!(vksim_pool(&n).as_deref(), Some(pool.as_str()), "{node}");
     }
-    assert_eq!(kwok_pools().await, shared_before, "the shared kwok nodes are untouched");
+    assert_eq!(
+        kwok_pools().await,
+        shared_before,
+        "the shared kwok nodes are untouched"
+    );
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     create_in_pool(&pods, &ns.name, "in-a", &pool_a).await;
@@ -640,15 +656,29 @@ async fn two_simulators_with_different_pools_own_only_their_nodes() {
     assert_eq!(sim_a.stats().vms_created, 1);
     assert_eq!(sim_b.stats().vms_created, 1);
     for name in ["in-a", "in-b"] {
-        pods.delete(name, &DeleteParams::default()).await.expect("delete");
-        testenv::wait_deleted(&pods, name, TIMEOUT).await.expect("gone");
+        pods.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+        testenv::wait_deleted(&pods, name, TIMEOUT)
+            .await
+            .expect("gone");
     }
-    assert_eq!((sim_a.stats().vms_deleted, sim_b.stats().vms_deleted), (1, 1));
-    assert_eq!((sim_a.stats().tags_pushed, sim_b.stats().tags_pushed), (1, 1));
+    assert_eq!(
+        (sim_a.stats().vms_deleted, sim_b.stats().vms_deleted),
+        (1, 1)
+    );
+    assert_eq!(
+        (sim_a.stats().tags_pushed, sim_b.stats().tags_pushed),
+        (1, 1)
+    );
     sim_a.stop().await;
     sim_b.stop().await;
 }
 
 fn vksim_pool(node: &Node) -> Option<String> {
-    node.metadata.labels.as_ref()?.get(names::NODE_POOL).cloned()
+    node.metadata
+        .labels
+        .as_ref()?
+        .get(names::NODE_POOL)
+        .cloned()
 }

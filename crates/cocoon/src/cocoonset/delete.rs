@@ -46,7 +46,10 @@ pub async fn finalize(ctx: &Context, set: Arc<CocoonSet>) -> Result<Outcome, Err
     let pass = Pass::new(ctx, set.clone(), empty);
     let owned = owned_pods(&pass).await?;
     let vms = stash_vm_names(&pass, &owned).await?;
-    for pod in owned.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+    for pod in owned
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
         pass.delete_pod(&pod.name_any()).await?;
     }
     let remaining = owned_pods(&pass).await?;
@@ -73,9 +76,7 @@ async fn owned_pods(pass: &Pass<'_>) -> Result<Vec<Pod>, Error> {
 /// [`classify`], which leaves terminating pods out of a live pass).
 pub fn owned(set: &CocoonSet, pods: Vec<Pod>) -> Vec<Pod> {
     let uid = set.metadata.uid.as_deref().unwrap_or_default();
-    pods.into_iter()
-        .filter(|p| controlled_by(p, uid))
-        .collect()
+    pods.into_iter().filter(|p| controlled_by(p, uid)).collect()
 }
 
 async fn stash_vm_names(pass: &Pass<'_>, owned: &[Pod]) -> Result<BTreeSet<String>, Error> {

@@ -182,7 +182,11 @@ mod tests {
         let invalid = Error::InvalidSpec("duplicate toolbox name \"db\"".into());
         assert_eq!(
             problem(&invalid),
-            Some(("InvalidSpec", "duplicate toolbox name \"db\"", Outcome::Done))
+            Some((
+                "InvalidSpec",
+                "duplicate toolbox name \"db\"",
+                Outcome::Done
+            ))
         );
         let taken = collision("demo-db");
         let (reason, message, outcome) = problem(&taken).expect("a toolbox problem");

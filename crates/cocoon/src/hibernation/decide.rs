@@ -342,7 +342,10 @@ pub fn hibernate(
     }
     match left {
         None => failed(
-            format!("hibernate not confirmed within {}", go_duration(t.hibernate)),
+            format!(
+                "hibernate not confirmed within {}",
+                go_duration(t.hibernate)
+            ),
             format!(
                 "snapshot {} not confirmed in the registry within {}",
                 pod.vm,

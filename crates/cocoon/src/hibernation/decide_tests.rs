@@ -43,24 +43,84 @@ fn a_settled_reverse_transition_acts_on_the_desire_at_once() {
     let present = Probe::Present;
     let cases = [
         // Wake flipped while Hibernating: the hibernate finishes, then the wake starts now.
-        (Desire::Wake, Some(Hibernating), &asleep, Some(&present), Hibernated, Next::Now),
+        (
+            Desire::Wake,
+            Some(Hibernating),
+            &asleep,
+            Some(&present),
+            Hibernated,
+            Next::Now,
+        ),
         // Hibernate flipped while Waking: the wake finishes, then the hibernate starts now.
-        (Desire::Hibernate, Some(Waking), &awake, None, Active, Next::Now),
+        (
+            Desire::Hibernate,
+            Some(Waking),
+            &awake,
+            None,
+            Active,
+            Next::Now,
+        ),
         // The reverse transition still in flight: poll as usual.
-        (Desire::Wake, Some(Hibernating), &awake, None, Hibernating, Next::After(POLL)),
-        (Desire::Hibernate, Some(Waking), &asleep, None, Waking, Next::After(POLL)),
+        (
+            Desire::Wake,
+            Some(Hibernating),
+            &awake,
+            None,
+            Hibernating,
+            Next::After(POLL),
+        ),
+        (
+            Desire::Hibernate,
+            Some(Waking),
+            &asleep,
+            None,
+            Waking,
+            Next::After(POLL),
+        ),
         // Settled where the desire wants it: converged.
-        (Desire::Hibernate, Some(Hibernating), &asleep, Some(&present), Hibernated, Next::Done),
+        (
+            Desire::Hibernate,
+            Some(Hibernating),
+            &asleep,
+            Some(&present),
+            Hibernated,
+            Next::Done,
+        ),
         (Desire::Wake, Some(Waking), &awake, None, Active, Next::Done),
-        (Desire::Hibernate, Some(Hibernated), &asleep, None, Hibernated, Next::Done),
+        (
+            Desire::Hibernate,
+            Some(Hibernated),
+            &asleep,
+            None,
+            Hibernated,
+            Next::Done,
+        ),
         (Desire::Wake, Some(Active), &awake, None, Active, Next::Done),
         // The next pass after a settled reverse transition starts the desired flow.
-        (Desire::Wake, Some(Hibernated), &asleep, None, Waking, Next::After(POLL)),
-        (Desire::Hibernate, Some(Active), &awake, None, Hibernating, Next::After(POLL)),
+        (
+            Desire::Wake,
+            Some(Hibernated),
+            &asleep,
+            None,
+            Waking,
+            Next::After(POLL),
+        ),
+        (
+            Desire::Hibernate,
+            Some(Active),
+            &awake,
+            None,
+            Hibernating,
+            Next::After(POLL),
+        ),
     ];
     for (desire, phase, facts, probe, want_phase, want_next) in cases {
         let d = decide(desire, &seen(phase, 0), facts, probe, t(5), &T);
-        assert_eq!((d.phase, d.next), (want_phase, want_next), "{desire:?} in {phase:?}");
+        assert_eq!(
+            (d.phase, d.next),
+            (want_phase, want_next),
+            "{desire:?} in {phase:?}"
+        );
     }
 }
 
@@ -69,13 +129,37 @@ fn a_reverse_transition_that_times_out_hands_over_to_the_desire() {
     // Wake flipped while Hibernating, and the hibernate never confirms: it fails as a
     // hibernate (its own words), then the wake starts at once as a retry of the Failed CR.
     let stuck = pod(true, false, true);
-    let d = decide(Desire::Wake, &seen(Some(Hibernating), 0), &stuck, None, t(181), &T);
+    let d = decide(
+        Desire::Wake,
+        &seen(Some(Hibernating), 0),
+        &stuck,
+        None,
+        t(181),
+        &T,
+    );
     assert_eq!((d.phase, d.next), (Failed, Next::Now));
-    assert_eq!(d.message.as_deref(), Some("hibernate not confirmed within 3m0s"));
-    let d = decide(Desire::Wake, &seen(Some(Failed), 181), &stuck, None, t(182), &T);
+    assert_eq!(
+        d.message.as_deref(),
+        Some("hibernate not confirmed within 3m0s")
+    );
+    let d = decide(
+        Desire::Wake,
+        &seen(Some(Failed), 181),
+        &stuck,
+        None,
+        t(182),
+        &T,
+    );
     assert_eq!(d.phase, Active, "the live VM is awake");
     // A Failed CR whose desire it failed at waits for a change, as before.
-    let d = decide(Desire::Hibernate, &seen(Some(Hibernating), 0), &stuck, None, t(181), &T);
+    let d = decide(
+        Desire::Hibernate,
+        &seen(Some(Hibernating), 0),
+        &stuck,
+        None,
+        t(181),
+        &T,
+    );
     assert_eq!((d.phase, d.next), (Failed, Next::Done));
 }
 
@@ -92,7 +176,12 @@ fn settle_only_touches_a_finished_reverse_flow() {
         (Desire::Hibernate, Flow::Wake, Next::Done, Next::Now),
         (Desire::Wake, Flow::Wake, Next::Done, Next::Done),
         (Desire::Hibernate, Flow::Hibernate, Next::Done, Next::Done),
-        (Desire::Wake, Flow::Hibernate, Next::After(POLL), Next::After(POLL)),
+        (
+            Desire::Wake,
+            Flow::Hibernate,
+            Next::After(POLL),
+            Next::After(POLL),
+        ),
         (
             Desire::Wake,
             Flow::Hibernate,
@@ -101,7 +190,14 @@ fn settle_only_touches_a_finished_reverse_flow() {
         ),
     ];
     for (desire, flow, next, want) in cases {
-        let d = settle(desire, flow, Decision { next, ..done(Hibernated) });
+        let d = settle(
+            desire,
+            flow,
+            Decision {
+                next,
+                ..done(Hibernated)
+            },
+        );
         assert_eq!(d.next, want, "{desire:?} {flow:?} {next:?}");
     }
 }
@@ -204,7 +300,10 @@ fn timeouts_use_upstreams_exact_words() {
         t(8),
         &short,
     );
-    assert_eq!(d.message.as_deref(), Some("hibernate not confirmed within 7s"));
+    assert_eq!(
+        d.message.as_deref(),
+        Some("hibernate not confirmed within 7s")
+    );
 }
 
 #[test]

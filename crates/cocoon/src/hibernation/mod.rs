@@ -171,14 +171,7 @@ async fn step(
     apply::hibernate_annotation(ctx, &ns, pod_name, want, pod.hibernate_set).await?;
     let (probe, probe_error) = probe_registry(ctx, flow, &seen, pod).await;
     let now = Timestamp::now();
-    let d = decide::decide(
-        cr.spec.desire,
-        &seen,
-        pod,
-        probe.as_ref(),
-        now,
-        &r.timeouts,
-    );
+    let d = decide::decide(cr.spec.desire, &seen, pod, probe.as_ref(), now, &r.timeouts);
     if d.phase == HibernationPhase::Active && seen.phase != Some(HibernationPhase::Active) {
         apply::drop_tag(ctx, cr, &pod.vm).await;
     }
