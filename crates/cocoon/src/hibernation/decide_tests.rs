@@ -36,91 +36,32 @@ const T: Timeouts = Timeouts {
 
 #[test]
 fn a_settled_reverse_transition_acts_on_the_desire_at_once() {
-    // (desire, phase seen, pod) -> (phase written, next). The pod: hibernate flag set,
-    // lifecycle hibernated, VM live.
-    let asleep = pod(true, true, false);
-    let awake = pod(false, false, true);
-    let present = Probe::Present;
+    // (desire, phase seen, pod, registry) -> (phase written, next). `asleep`: flag set and
+    // lifecycle hibernated; `awake`: no flag, VM live.
+    let (asleep, awake) = (pod(true, true, false), pod(false, false, true));
+    let (hib, wake) = (Desire::Hibernate, Desire::Wake);
+    let (tag, poll) = (Some(&Probe::Present), Next::After(POLL));
     let cases = [
         // Wake flipped while Hibernating: the hibernate finishes, then the wake starts now.
-        (
-            Desire::Wake,
-            Some(Hibernating),
-            &asleep,
-            Some(&present),
-            Hibernated,
-            Next::Now,
-        ),
+        (wake, Some(Hibernating), &asleep, tag, Hibernated, Next::Now),
         // Hibernate flipped while Waking: the wake finishes, then the hibernate starts now.
-        (
-            Desire::Hibernate,
-            Some(Waking),
-            &awake,
-            None,
-            Active,
-            Next::Now,
-        ),
+        (hib, Some(Waking), &awake, None, Active, Next::Now),
         // The reverse transition still in flight: poll as usual.
-        (
-            Desire::Wake,
-            Some(Hibernating),
-            &awake,
-            None,
-            Hibernating,
-            Next::After(POLL),
-        ),
-        (
-            Desire::Hibernate,
-            Some(Waking),
-            &asleep,
-            None,
-            Waking,
-            Next::After(POLL),
-        ),
+        (wake, Some(Hibernating), &awake, None, Hibernating, poll),
+        (hib, Some(Waking), &asleep, None, Waking, poll),
         // Settled where the desire wants it: converged.
-        (
-            Desire::Hibernate,
-            Some(Hibernating),
-            &asleep,
-            Some(&present),
-            Hibernated,
-            Next::Done,
-        ),
-        (Desire::Wake, Some(Waking), &awake, None, Active, Next::Done),
-        (
-            Desire::Hibernate,
-            Some(Hibernated),
-            &asleep,
-            None,
-            Hibernated,
-            Next::Done,
-        ),
-        (Desire::Wake, Some(Active), &awake, None, Active, Next::Done),
-        // The next pass after a settled reverse transition starts the desired flow.
-        (
-            Desire::Wake,
-            Some(Hibernated),
-            &asleep,
-            None,
-            Waking,
-            Next::After(POLL),
-        ),
-        (
-            Desire::Hibernate,
-            Some(Active),
-            &awake,
-            None,
-            Hibernating,
-            Next::After(POLL),
-        ),
+        (hib, Some(Hibernating), &asleep, tag, Hibernated, Next::Done),
+        (wake, Some(Waking), &awake, None, Active, Next::Done),
+        (hib, Some(Hibernated), &asleep, None, Hibernated, Next::Done),
+        (wake, Some(Active), &awake, None, Active, Next::Done),
+        // The pass after a settled reverse transition starts the desired flow.
+        (wake, Some(Hibernated), &asleep, None, Waking, poll),
+        (hib, Some(Active), &awake, None, Hibernating, poll),
     ];
     for (desire, phase, facts, probe, want_phase, want_next) in cases {
         let d = decide(desire, &seen(phase, 0), facts, probe, t(5), &T);
-        assert_eq!(
-            (d.phase, d.next),
-            (want_phase, want_next),
-            "{desire:?} in {phase:?}"
-        );
+        let got = (d.phase, d.next);
+        assert_eq!(got, (want_phase, want_next), "{desire:?} in {phase:?}");
     }
 }
 
