@@ -8,8 +8,9 @@
 //! registry.
 //!
 //! A simulator is vk-cocoon on the nodes it owns ([`Nodes`]: named, or selected by label;
-//! the local plane's kwok nodes by default): it labels only those with its pool and plays only
-//! the pods bound to them, so simulators with different pools and nodes coexist.
+//! the local plane's kwok nodes by default): it labels only those with its pool (and refuses to
+//! start on one already in another pool) and plays only the pods bound to them, so simulators
+//! with different pools and nodes coexist.
 //!
 //! What it plays, for every pod carrying `vm.cocoonstack.io/name` once it is bound to one of
 //! its nodes (kwok marks such pods Running/Ready and gives them a 127.1.x.y IP):

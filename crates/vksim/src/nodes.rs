@@ -2,7 +2,9 @@
 //! node; a simulator likewise owns a set of the plane's (kwok) nodes, named or selected by
 //! label, labels only those with its pool (`cocoonstack.io/pool=<pool>`: cocoon pods carry
 //! that hard nodeSelector) and plays only the pods bound to them. Two simulators with
-//! different pools and different nodes therefore never touch each other's nodes or pods.
+//! different pools and different nodes therefore never touch each other's nodes or pods, and a
+//! simulator refuses to start on a node that is already in another pool (it would take it from
+//! whoever put it there) instead of relabelling it.
 
 use std::collections::BTreeSet;
 
@@ -50,8 +52,9 @@ impl Nodes {
 }
 
 /// Resolves `nodes` and labels each with `pool` (nodes already labelled so are not patched);
-/// returns their names. Fails when the selection is empty or a named node does not exist.
-/// Nodes outside the selection are never read for writing, let alone patched.
+/// returns their names. Fails, before labelling anything, when the selection is empty, a named
+/// node does not exist or a node is in another pool ([`needs_label`]). Nodes outside the
+/// selection are never patched.
 pub async fn claim(client: &kube::Client, nodes: &Nodes, pool: &str) -> anyhow::Result<Claimed> {
     let api: Api<Node> = Api::all(client.clone());
     let found: Vec<Node> = match nodes {
@@ -74,10 +77,16 @@ pub async fn claim(client: &kube::Client, nodes: &Nodes, pool: &str) -> anyhow::
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
-    let mut claimed = BTreeSet::new();
-    for node in found {
+    let mut plan = Vec::with_capacity(found.len());
+    for node in &found {
         let name = node.metadata.name.clone().unwrap_or_default();
-        if pool_of(&node) != Some(pool) {
+        let label = needs_label(pool_of(node), pool)
+            .map_err(|other| anyhow::anyhow!("node {name} is in pool {other:?}, not {pool:?}: another simulator's? Name other nodes, or relabel it first"))?;
+        plan.push((name, label));
+    }
+    let mut claimed = BTreeSet::new();
+    for (name, label) in plan {
+        if label {
             let body = json!({"metadata": {"labels": {names::NODE_POOL: pool}}});
             api.patch(&name, &params, &Patch::Merge(&body)).await?;
             tracing::info!(node = %name, pool, "labelled node");
@@ -85,6 +94,17 @@ pub async fn claim(client: &kube::Client, nodes: &Nodes, pool: &str) -> anyhow::
         claimed.insert(name);
     }
     Ok(Claimed(claimed))
+}
+
+/// Whether a node whose pool label is `current` must be labelled to join `pool`: `Ok(true)`
+/// without a pool label, `Ok(false)` when already in `pool`; `Err(current)` when it is in
+/// another pool (never taken over).
+pub fn needs_label<'a>(current: Option<&'a str>, pool: &str) -> Result<bool, &'a str> {
+    match current {
+        None | Some("") => Ok(true),
+        Some(p) if p == pool => Ok(false),
+        Some(other) => Err(other),
+    }
 }
 
 /// The pool label of `node`.
@@ -133,6 +153,14 @@ mod tests {
             Nodes::Selector("type=kwok".into())
         );
         assert_eq!(Nodes::default(), Nodes::Selector(KWOK_NODES.into()));
+    }
+
+    #[test]
+    fn a_node_in_another_pool_is_never_taken_over() {
+        assert_eq!(needs_label(None, "gpu"), Ok(true));
+        assert_eq!(needs_label(Some(""), "gpu"), Ok(true));
+        assert_eq!(needs_label(Some("gpu"), "gpu"), Ok(false));
+        assert_eq!(needs_label(Some("default"), "gpu"), Err("default"));
     }
 
     #[test]

@@ -640,6 +640,18 @@ async fn two_simulators_with_different_pools_own_only_their_nodes() {
         shared_before,
         "the shared kwok nodes are untouched"
     );
+    // A third simulator asked to take a's node into b's pool refuses instead of fighting.
+    let err = start(&nodes.names[0], &pool_b)
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("is in pool"), "{err:#}");
+    let n = node_api.get(&nodes.names[0]).await.expect("node");
+    assert_eq!(
+        vksim_pool(&n).as_deref(),
+        Some(pool_a.as_str()),
+        "still a's"
+    );
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     create_in_pool(&pods, &ns.name, "in-a", &pool_a).await;
