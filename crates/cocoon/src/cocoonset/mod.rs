@@ -124,7 +124,8 @@ pub enum Error {
     /// The spec cannot be acted on (reported in status and an Event).
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
-    /// A pod of ours is in the way under a name we need.
+    /// A pod that is not ours is in the way under a name we need (reported in status and an
+    /// Event; looked at again periodically).
     #[error("name collision: {0}")]
     NameCollision(String),
 }
@@ -148,7 +149,7 @@ impl ReconcileError for Error {
     }
 
     fn is_permanent(&self) -> bool {
-        matches!(self, Error::InvalidSpec(_) | Error::NameCollision(_))
+        matches!(self, Error::InvalidSpec(_))
     }
 }
 
@@ -217,7 +218,7 @@ async fn steps(pass: &mut Pass<'_>) -> Result<Outcome, Error> {
     }
     let (subs_changed, rebuild_wait) = agents::ensure_sub_agents(pass).await?;
     let toolboxes_changed = match toolboxes::ensure_toolboxes(pass).await {
-        Err(Error::InvalidSpec(msg)) => return toolboxes::report_invalid(pass, msg).await,
+        Err(e) if toolboxes::problem(&e).is_some() => return toolboxes::report(pass, e).await,
         other => other?,
     };
     if subs_changed || toolboxes_changed {
