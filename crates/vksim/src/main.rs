@@ -32,6 +32,8 @@ struct Flags {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        // Colours only on a terminal: the tests and the demo capture this log.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let flags = Flags::parse();
     let client = kube::Client::try_default().await?;
