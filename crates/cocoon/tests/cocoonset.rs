@@ -765,3 +765,46 @@ async fn a_toolbox_name_taken_by_a_foreign_pod_is_reported() {
         1
     );
 }
+
+#[tokio::test]
+async fn a_set_without_spec_is_reported_invalid_and_others_still_converge() {
+    let env = Env::start("cset-nospec").await;
+    let bare: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cocoonset.cocoonstack.io/v1", "kind": "CocoonSet",
+        "metadata": {"name": "bare"}
+    }))
+    .expect("object");
+    let gvk = kube::core::GroupVersionKind::gvk("cocoonset.cocoonstack.io", "v1", "CocoonSet");
+    let dynamic: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        env.client.clone(),
+        &env.ns.name,
+        &kube::core::ApiResource::from_gvk(&gvk),
+    );
+    dynamic
+        .create(&PostParams::default(), &bare)
+        .await
+        .expect("the schema accepts a set without spec, as upstream's does");
+    create_set(&env, "fine", json!({})).await;
+    wait_set(&env, "fine", "Running beside a set without spec", |s| {
+        phase(s) == Some(CocoonSetPhase::Running)
+    })
+    .await;
+    let bare = wait_set(&env, "bare", "Ready False InvalidSpec", |s| {
+        s.status
+            .as_ref()
+            .and_then(|st| kit::conditions::get(&st.conditions, "Ready"))
+            .is_some_and(|c| c.status == "False" && c.reason == "InvalidSpec")
+    })
+    .await;
+    let ready = kit::conditions::get(&bare.status.expect("status").conditions, "Ready")
+        .expect("Ready")
+        .clone();
+    assert!(
+        ready.message.contains("spec.agent.image is required"),
+        "{ready:?}"
+    );
+    assert!(
+        pods_of(&env, "bare").await.is_empty(),
+        "nothing is built for it"
+    );
+}

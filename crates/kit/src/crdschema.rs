@@ -445,3 +445,40 @@ fn inline_children(
 #[cfg(test)]
 #[path = "crdschema_tests.rs"]
 mod tests;
+
+/// Makes a custom resource's spec type deserialise from an absent (or `null`) `spec` as its
+/// `Default`, as Go's zero value does for upstream, so an object without spec (which the
+/// schema allows) never breaks a watch or a list. The spec type must derive `Serialize` and
+/// `Deserialize` with `#[serde(remote = "Self")]` and implement `Default`; this writes the
+/// trait impls that call the derived ones.
+#[macro_export]
+macro_rules! optional_spec {
+    ($spec:ty) => {
+        impl ::serde::Serialize for $spec {
+            fn serialize<S: ::serde::Serializer>(
+                &self,
+                s: S,
+            ) -> ::std::result::Result<S::Ok, S::Error> {
+                <$spec>::serialize(self, s)
+            }
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for $spec {
+            fn deserialize<D: ::serde::Deserializer<'de>>(
+                d: D,
+            ) -> ::std::result::Result<Self, D::Error> {
+                struct Present($spec);
+                impl<'de> ::serde::Deserialize<'de> for Present {
+                    fn deserialize<D: ::serde::Deserializer<'de>>(
+                        d: D,
+                    ) -> ::std::result::Result<Self, D::Error> {
+                        <$spec>::deserialize(d).map(Present)
+                    }
+                }
+                let present =
+                    <::std::option::Option<Present> as ::serde::Deserialize>::deserialize(d)?;
+                Ok(present.map(|p| p.0).unwrap_or_default())
+            }
+        }
+    };
+}

@@ -199,6 +199,11 @@ pub async fn reconcile(set: Arc<CocoonSet>, r: Arc<Reconciler>) -> Result<Action
 
 /// The ordered steps after observation; each may end the pass.
 async fn steps(pass: &mut Pass<'_>) -> Result<Outcome, Error> {
+    if pass.set.spec.agent.image.is_empty() {
+        // The schema requires it, so only an object without spec gets here.
+        let e = Error::InvalidSpec("spec.agent.image is required (the set has no spec)".into());
+        return toolboxes::report(pass, e).await;
+    }
     agents::stamp_generation(pass).await?;
     if let Some(out) = failure::handle_failed_main(pass).await? {
         return Ok(out);

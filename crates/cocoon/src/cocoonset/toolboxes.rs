@@ -120,8 +120,9 @@ fn collision(pod: &str) -> Error {
     ))
 }
 
-/// What a toolbox problem is reported as: the Ready reason (also the Event reason) and when
-/// to look again. `None` for errors that are not toolbox problems.
+/// What a spec problem (an invalid spec, a toolbox name taken by a foreign pod) is reported
+/// as: the Ready reason (also the Event reason) and when to look again. `None` for other
+/// errors.
 pub fn problem(err: &Error) -> Option<(&'static str, &str, Outcome)> {
     match err {
         // Only a spec change can help: the set's watch brings it.
@@ -136,7 +137,7 @@ pub fn problem(err: &Error) -> Option<(&'static str, &str, Outcome)> {
     }
 }
 
-/// Reports a toolbox problem ([`problem`]) in the Ready condition and, when the message is
+/// Reports a spec problem ([`problem`]) in the Ready condition and, when the message is
 /// new, a Warning Event; the pass then ends with the problem's outcome.
 pub async fn report(pass: &Pass<'_>, err: Error) -> Result<Outcome, Error> {
     let Some((reason, message, outcome)) = problem(&err) else {
