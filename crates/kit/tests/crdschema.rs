@@ -10,10 +10,7 @@ async fn committed_kubernetes_schema_facts_match_the_api_server() {
         .await
         .expect("read the OpenAPI v3 documents");
     let committed = K8sFacts::committed();
-    assert_eq!(
-        live.kubernetes,
-        testenv::Versions::pinned().kubernetes
-    );
+    assert_eq!(live.kubernetes, testenv::Versions::pinned().kubernetes);
     assert!(
         live == committed,
         "crates/kit/src/k8s_schema_facts.json differs from the API server's OpenAPI \
