@@ -29,7 +29,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the operator: the admission webhook server on every replica and, while holding the
     /// leader Lease, the controllers.
-    Controller(ControllerFlags),
+    Controller(Box<ControllerFlags>),
     /// Copy this executable to DESTINATION (mode 0755, atomically), as the data pods' init
     /// container does to install the instance manager into a shared volume.
     CopyBinary {
@@ -41,7 +41,7 @@ pub enum Command {
 /// Runs the subcommand.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Controller(flags) => crate::run::run(flags).await,
+        Command::Controller(flags) => crate::run::run(*flags).await,
         Command::CopyBinary { destination } => {
             let src = std::env::current_exe().context("resolving the running executable")?;
             crate::copy_binary::copy_binary(&src, &destination)?;

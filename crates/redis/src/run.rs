@@ -5,15 +5,22 @@
 //! - [`ControllerFlags`] are kit's operator flags with upstream's defaults (metrics on `:9090`,
 //!   probes on `:8080`, leader election on with the Lease `redis-operator-leader`) plus
 //!   `--max-concurrent-reconciles` (default 5).
-//! - [`run`] and [`run_with_client`] run until shutdown (SIGTERM/SIGINT or the token), or the
-//!   loss of leadership. Controllers run only while the Lease is held.
+//! - [`run`] and [`run_with_client`] run until shutdown (SIGTERM/SIGINT or the token), the
+//!   loss of leadership, or a failure of the webhook server; either part failing stops the
+//!   other. Controllers run only while the Lease is held; the admission webhook server
+//!   ([`crate::admission`]) runs on every replica, leader or not, and `/readyz` turns ready
+//!   once it serves (at once when `--webhook-enabled=false`).
 
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
 use clap::Args;
 use kit::controller::{Operator, RunContext};
 use kit::flags::OperatorFlags;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{Webhook, WebhookFlags};
 use crate::names;
 
 /// Flags of `redis-operator controller`.
@@ -31,6 +38,10 @@ pub struct ControllerFlags {
     /// RedisClusters reconciled at once (at least 1).
     #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = 5)]
     pub max_concurrent_reconciles: usize,
+
+    /// The admission webhook server and its PKI.
+    #[command(flatten)]
+    pub webhook: WebhookFlags,
 }
 
 impl ControllerFlags {
@@ -56,21 +67,51 @@ impl ControllerFlags {
 /// Runs the operator with the in-cluster (or `KUBECONFIG`) client until SIGTERM/SIGINT.
 pub async fn run(flags: ControllerFlags) -> anyhow::Result<()> {
     flags.validate()?;
-    let operator = Operator::new(names::OPERATOR_NAME, flags.operator_flags());
-    operator.run(controllers).await
+    kit::telemetry::init(
+        flags.operator.log_format,
+        flags.operator.log_level.as_deref(),
+    )?;
+    let shutdown = kit::shutdown::on_signals().context("installing signal handlers")?;
+    let client = Client::try_default()
+        .await
+        .context("building the Kubernetes client")?;
+    run_with_client(flags, client, shutdown, |_| {}).await
 }
 
-/// Runs the operator with `client` until `shutdown` is cancelled (tests, embedding).
+/// Runs the operator with `client` until `shutdown` is cancelled (tests, embedding);
+/// `on_webhook` is told where the webhook server listens once it serves.
 pub async fn run_with_client(
     flags: ControllerFlags,
     client: Client,
     shutdown: CancellationToken,
+    on_webhook: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
     flags.validate()?;
+    // A child token: a failing part stops its sibling without cancelling the caller's token.
+    let inner = shutdown.child_token();
     let operator = Operator::new(names::OPERATOR_NAME, flags.operator_flags())
-        .with_client(client)
-        .with_shutdown(shutdown);
-    operator.run(controllers).await
+        .with_client(client.clone())
+        .with_shutdown(inner.clone())
+        .with_manual_readiness();
+    let readiness = operator.readiness().clone();
+    if !flags.webhook.webhook_enabled {
+        readiness.set_ready(true);
+        return operator.run(controllers).await;
+    }
+    let webhook = Webhook::new(client, flags.webhook.clone());
+    let (ran, served) = tokio::join!(
+        async {
+            let r = operator.run(controllers).await;
+            inner.cancel();
+            r
+        },
+        async {
+            let r = webhook.run(readiness, inner.clone(), on_webhook).await;
+            inner.cancel();
+            r
+        }
+    );
+    served.and(ran)
 }
 
 // The controllers, while leading. None is built yet: the leader holds the Lease until shutdown.
@@ -94,7 +135,7 @@ mod tests {
         )
         .expect("flags parse");
         match cli.command {
-            Command::Controller(f) => f,
+            Command::Controller(f) => *f,
             other => panic!("unexpected {other:?}"),
         }
     }
