@@ -435,6 +435,21 @@ async fn rules_that_need_other_objects_are_enforced() {
     rc.create("dr", replica)
         .await
         .expect("the source Secret exists");
+    // Once referenced, a deleted source Secret does not block later writes such as fencing.
+    Api::<Secret>::namespaced(env.client.clone(), &env.ns.name)
+        .delete("east-auth", &Default::default())
+        .await
+        .expect("delete the source Secret");
+    dynamic(&env.client, &env.ns.name, "RedisCluster", GROUP, "v1")
+        .patch(
+            "dr",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"redis.io/fencedInstances": "[\"dr-0\"]"}}}),
+            ),
+        )
+        .await
+        .expect("fencing a cluster whose source Secret is gone");
 
     assert_denied(
         env.create(

@@ -5,9 +5,11 @@
 //!
 //! Contract: [`observe`] reads what the rules need (and nothing when no rule applies);
 //! [`validate`] is pure and returns every error at once, with upstream's field paths and
-//! messages, plus the warnings. The bootstrap backup is checked on create only: the reference is
-//! immutable, and upstream's re-check on every update made a cluster whose backup was later
-//! deleted impossible to update.
+//! messages, plus the warnings. References are checked when they are made, not on every later
+//! update: the bootstrap backup on create (the reference is immutable), the replica-mode source
+//! Secret on create or when the reference changes. Upstream re-checked both on every update, so a
+//! deleted backup or Secret blocked every later write to the cluster, the operator's own fencing
+//! and approval annotations included.
 
 use std::collections::BTreeMap;
 
@@ -99,7 +101,7 @@ pub async fn observe(
             }
         }
     }
-    if let Some(secret) = source_secret(new) {
+    if let Some(secret) = new_source_secret(new, old) {
         let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
         let found = api
             .get_metadata_opt(secret)
@@ -156,6 +158,12 @@ fn source_secret(c: &RedisCluster) -> Option<&str> {
     Some(rm.source.as_ref()?.auth_secret_name.trim()).filter(|s| !s.is_empty())
 }
 
+// The source Secret reference to check: one that is new on this request.
+fn new_source_secret<'a>(new: &'a RedisCluster, old: Option<&RedisCluster>) -> Option<&'a str> {
+    let name = source_secret(new)?;
+    (old.and_then(source_secret) != Some(name)).then_some(name)
+}
+
 /// Every error of `new` (an update when `old` is given), and the warnings.
 pub fn validate(
     new: &RedisCluster,
@@ -169,7 +177,9 @@ pub fn validate(
     if let Some(old) = old {
         errors.extend(storage_size(new, old, observed));
     }
-    if let (Some(secret), Some(false)) = (source_secret(new), observed.source_secret_exists) {
+    if let (Some(secret), Some(false)) =
+        (new_source_secret(new, old), observed.source_secret_exists)
+    {
         errors.push(FieldError::not_found(
             "spec.replicaMode.source.authSecretName",
             secret,

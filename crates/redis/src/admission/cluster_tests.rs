@@ -166,6 +166,10 @@ fn the_replica_source_secret_must_exist() {
         [r#"spec.replicaMode.source.authSecretName: Not found: "src""#]
     );
     assert!(validate(&c, None, &observed(true)).0.is_empty());
+    // An update that keeps the reference does not look the Secret up again.
+    assert!(validate(&c, Some(&c), &observed(false)).0.is_empty());
+    let before = cluster(spec(json!({})), json!({}));
+    assert_eq!(validate(&c, Some(&before), &observed(false)).0.len(), 1);
 }
 
 #[test]
