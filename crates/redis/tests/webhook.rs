@@ -489,9 +489,39 @@ async fn rules_that_need_other_objects_are_enforced() {
         rc.create("m3", json!({"storage": storage(), "memory": {"maxMemory": "1Gi"}, "redis": {"maxmemory": "1gb"}})).await,
         "spec.redis[maxmemory]: Forbidden: configure Redis memory via spec.memory; remove maxmemory/maxmemory-policy from spec.redis",
     );
+    assert_denied(
+        rc.create(
+            "m5",
+            json!({"storage": storage(), "memory": {"maxMemory": "0"}}),
+        )
+        .await,
+        r#"spec.memory.maxMemory: Invalid value: "0": spec.memory.maxMemory must be greater than 0"#,
+    );
     rc.create("m4", limited(json!({"maxMemoryPercent": 75})))
         .await
         .expect("a sound memory spec");
+
+    // A completed backup without a destination cannot be restored from.
+    env.kind("RedisBackup")
+        .create("b2", json!({"clusterName": "old"}))
+        .await
+        .expect("backup");
+    dynamic(&env.client, &env.ns.name, "RedisBackup", GROUP, "v1")
+        .patch_status(
+            "b2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Completed", "backupPath": "s3://x/b2.rdb"}})),
+        )
+        .await
+        .expect("complete the backup");
+    assert_denied(
+        rc.create(
+            "restored-2",
+            json!({"storage": storage(), "bootstrap": {"backupName": "b2"}}),
+        )
+        .await,
+        r#"spec.bootstrap.backupName: Invalid value: "b2": referenced RedisBackup has an invalid destination: destination is required"#,
+    );
 }
 
 #[tokio::test]
@@ -611,22 +641,37 @@ async fn scheduled_backups_need_a_schedule_that_fires() {
 #[tokio::test]
 async fn memory_warnings_reach_kubectl() {
     let env = Env::start("redis-wh-warnings").await;
-    let manifest = json!({
-        "apiVersion": "redis.io/v1", "kind": "RedisCluster",
-        "metadata": {"name": "warn", "namespace": env.ns.name},
-        "spec": {"storage": storage(), "resources": {"limits": {"memory": "1Gi"}}},
-    });
-    // kubectl blocks: run it off the runtime thread, which serves the webhook.
-    let (ok, stdout, stderr) = tokio::task::spawn_blocking(move || {
-        kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
-    })
-    .await
-    .expect("kubectl");
-    assert!(ok, "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains("Warning: spec.resources.limits.memory is set (1073741824 bytes) but no Redis maxmemory is configured"),
-        "{stderr}"
-    );
+    let cases = [
+        (
+            json!({"storage": storage(), "resources": {"limits": {"memory": "1Gi"}}}),
+            "Warning: spec.resources.limits.memory is set (1073741824 bytes) but no Redis maxmemory is configured",
+        ),
+        (
+            json!({"storage": storage(), "resources": {"limits": {"memory": "1Gi"}},
+                "memory": {"maxMemoryPercent": 95}}),
+            "Warning: spec.memory resolves maxmemory to 1020054732 bytes, at least 90% of the 1073741824 byte container limit",
+        ),
+        (
+            json!({"storage": storage(), "instances": 3, "minSyncReplicas": 1, "maxSyncReplicas": 1,
+                "redis": {"min-replicas-to-write": "2"}}),
+            "Warning: spec.redis sets min-replicas-to-write, which overrides",
+        ),
+    ];
+    for (i, (spec, want)) in cases.into_iter().enumerate() {
+        let manifest = json!({
+            "apiVersion": "redis.io/v1", "kind": "RedisCluster",
+            "metadata": {"name": format!("warn-{i}"), "namespace": env.ns.name},
+            "spec": spec,
+        });
+        // kubectl blocks: run it off the runtime thread, which serves the webhook.
+        let (ok, stdout, stderr) = tokio::task::spawn_blocking(move || {
+            kubectl_stdin(&["apply", "-f", "-"], &manifest.to_string())
+        })
+        .await
+        .expect("kubectl");
+        assert!(ok, "warnings do not reject: {stdout}\n{stderr}");
+        assert!(stderr.contains(want), "expected {want:?} in {stderr}");
+    }
 }
 
 #[tokio::test]
