@@ -8,6 +8,7 @@ fn operators() -> Vec<(&'static str, Vec<k8s_openapi::apiextensions_apiserver::p
     vec![
         ("redroid", redroid::crd::crds()),
         ("cocoon", cocoon::crd::crds()),
+        ("redis", redis::crd::crds()),
     ]
 }
 
