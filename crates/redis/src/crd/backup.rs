@@ -12,7 +12,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{is_zero_i64, spec_may_be_absent};
+use super::is_zero_i64;
 
 /// A one-off backup of a RedisCluster: an RDB snapshot (or an AOF archive) taken on one
 /// instance and uploaded to S3-compatible or Azure Blob storage.
@@ -59,7 +59,7 @@ pub struct RedisBackupSpec {
     pub destination: Option<BackupDestination>,
 }
 
-spec_may_be_absent!(RedisBackupSpec);
+kit::optional_spec!(RedisBackupSpec);
 
 /// Which instance a backup runs on.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]

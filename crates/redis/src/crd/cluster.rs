@@ -16,7 +16,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{LocalObjectReference, is_false, is_zero, is_zero_i64, spec_may_be_absent};
+use super::{LocalObjectReference, is_false, is_zero, is_zero_i64};
 
 /// A Redis deployment of `instances` pods managed directly (no StatefulSet): one primary and
 /// `instances - 1` replicas. `status.currentPrimary` names the primary; every other instance
@@ -247,7 +247,7 @@ pub struct RedisClusterSpec {
     pub connection_secret: Option<ConnectionSecretSpec>,
 }
 
-spec_may_be_absent!(RedisClusterSpec);
+kit::optional_spec!(RedisClusterSpec);
 
 impl Default for RedisClusterSpec {
     fn default() -> Self {

@@ -46,36 +46,6 @@ pub struct LocalObjectReference {
     pub name: String,
 }
 
-// A spec type whose derived serde impls are generated as inherent functions
-// (`#[serde(remote = "Self")]`) gets its trait impls here: serialising is the derived one, and
-// deserialising goes through `Option`, so a missing (or null) `spec` becomes the spec's
-// `Default` instead of a "missing field" error. kube-derive writes the root struct's `spec`
-// field without `#[serde(default)]` and does not let us add one.
-macro_rules! spec_may_be_absent {
-    ($spec:ty) => {
-        impl serde::Serialize for $spec {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                <$spec>::serialize(self, s)
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $spec {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct Present($spec);
-                impl<'de> serde::Deserialize<'de> for Present {
-                    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                        <$spec>::deserialize(d).map(Present)
-                    }
-                }
-                Ok(<Option<Present> as serde::Deserialize>::deserialize(d)?
-                    .map(|p| p.0)
-                    .unwrap_or_default())
-            }
-        }
-    };
-}
-pub(crate) use spec_may_be_absent;
-
 fn is_false(b: &bool) -> bool {
     !*b
 }

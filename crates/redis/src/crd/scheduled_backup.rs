@@ -9,7 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BackupDestination, BackupMethod, BackupTarget, spec_may_be_absent};
+use super::{BackupDestination, BackupMethod, BackupTarget};
 
 /// Backups of a RedisCluster on a cron schedule: each tick creates a RedisBackup
 /// `<name>-<unixSeconds>`, and the oldest completed and failed ones beyond the history limits
@@ -88,7 +88,7 @@ pub struct RedisScheduledBackupSpec {
     pub failed_backups_history_limit: Option<i32>,
 }
 
-spec_may_be_absent!(RedisScheduledBackupSpec);
+kit::optional_spec!(RedisScheduledBackupSpec);
 
 impl Default for RedisScheduledBackupSpec {
     fn default() -> Self {
