@@ -6,6 +6,7 @@
 //!
 //! - [`crd`]: the API (RedisCluster, RedisBackup, RedisScheduledBackup).
 //! - [`names`]: the label/annotation/port/path contract.
+//! - [`instance_api`]: the typed HTTP API between the operator and the instance managers.
 //! - [`run`]: the `controller` process.
 //! - [`admission`]: the defaulting and validating webhooks and their PKI.
 //! - [`quantity`], [`schedule`]: Kubernetes quantities and backup schedules, pure.
@@ -15,6 +16,7 @@ pub mod admission;
 pub mod cli;
 pub mod copy_binary;
 pub mod crd;
+pub mod instance_api;
 pub mod names;
 pub mod quantity;
 pub mod run;
