@@ -9,8 +9,9 @@
 //! - RDB ([`snapshot`]): the snapshot always starts after the request — a save already
 //!   running is waited out first (it may predate the request), then `BGSAVE SCHEDULE` (which
 //!   waits for an AOF rewrite instead of failing); a save another client starts in between
-//!   counts, since it began after the request. Completion is `rdb_saves` moving past its
-//!   value before the request with `rdb_last_bgsave_status:ok`. Upstream issued `BGSAVE`
+//!   counts, since it began after the request. Completion is `rdb_saves` (which counts saves
+//!   as they start) past its value before the request, no save running, and
+//!   `rdb_last_bgsave_status:ok`. Upstream issued `BGSAVE`
 //!   blindly, which fails while a save runs.
 //! - AOF: the same with `BGREWRITEAOF` and `aof_rewrites`, then a tar.gz of
 //!   `appendonlydir` (which must hold its manifest).

@@ -172,8 +172,8 @@ fn parse_at(buf: &[u8], from: usize, depth: usize) -> Result<Option<(Value, usiz
     }
 }
 
-trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Stream for T {}
 
 /// One connection to a redis-server.
 pub struct Conn {
@@ -210,7 +210,7 @@ impl Conn {
 
     /// A connection over an already connected stream (TLS, tests).
     pub fn over(
-        stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        stream: impl AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static,
         timeout: Duration,
     ) -> Self {
         Self {
