@@ -387,12 +387,15 @@ async fn promote(
     State(inst): State<Arc<Instance>>,
     body: Result<Json<PromoteRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Ok(Json(req)) = body else {
-        return command(
-            StatusCode::BAD_REQUEST,
-            false,
-            "the body must be a PromoteRequest".into(),
-        );
+    let req = match body {
+        Ok(Json(r)) => r,
+        Err(e) => {
+            return command(
+                StatusCode::BAD_REQUEST,
+                false,
+                format!("the body must be a PromoteRequest: {e}"),
+            );
+        }
     };
     let _role = inst.role_lock.lock().await;
     let info = match running_info(&inst).await {
@@ -424,12 +427,15 @@ async fn demote(
     State(inst): State<Arc<Instance>>,
     body: Result<Json<DemoteRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Ok(Json(req)) = body else {
-        return command(
-            StatusCode::BAD_REQUEST,
-            false,
-            "the body must be a DemoteRequest".into(),
-        );
+    let req = match body {
+        Ok(Json(r)) => r,
+        Err(e) => {
+            return command(
+                StatusCode::BAD_REQUEST,
+                false,
+                format!("the body must be a DemoteRequest: {e}"),
+            );
+        }
     };
     if req.primary_ip.parse::<std::net::IpAddr>().is_err() || req.primary_port == 0 {
         return command(
@@ -480,12 +486,15 @@ async fn switchover(
     State(inst): State<Arc<Instance>>,
     body: Result<Json<SwitchoverRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Ok(Json(req)) = body else {
-        return command(
-            StatusCode::BAD_REQUEST,
-            false,
-            "the body must be a SwitchoverRequest".into(),
-        );
+    let req = match body {
+        Ok(Json(r)) => r,
+        Err(e) => {
+            return command(
+                StatusCode::BAD_REQUEST,
+                false,
+                format!("the body must be a SwitchoverRequest: {e}"),
+            );
+        }
     };
     if req.target_ip.parse::<std::net::IpAddr>().is_err()
         || req.target_port == 0

@@ -3,12 +3,13 @@
 //!
 //! Contract (pure):
 //! - [`render`] writes the whole file in a fixed order, so the same inputs give the same
-//!   bytes: the instance manager's own settings (bind to the pod IP, port or TLS port, the
-//!   local Unix socket, `dir`, persistence defaults), authentication (`user default` with the
-//!   password hashes, or `aclfile`; `masterauth`) — present before the first boot, so there is
-//!   never a passwordless moment — then `replicaof` for a replica, `min-replicas-to-write` /
-//!   `min-replicas-max-lag` from `minSyncReplicas`/`minSyncReplicasMaxLag`, `maxmemory` /
-//!   `maxmemory-policy` from `spec.memory`, and last `spec.redis` sorted by key.
+//!   bytes: the instance manager's own settings (bind to the pod IP and announce it as the
+//!   replica IP, port or TLS port, the local Unix socket, `dir`, persistence defaults),
+//!   authentication (`user default` with the password hashes, or `aclfile`; `masterauth`) —
+//!   present before the first boot, so there is never a passwordless moment — then
+//!   `replicaof` for a replica, `min-replicas-to-write` / `min-replicas-max-lag` from
+//!   `minSyncReplicas`/`minSyncReplicasMaxLag`, `maxmemory` / `maxmemory-policy` from
+//!   `spec.memory`, and last `spec.redis` sorted by key.
 //! - `spec.redis` may override the defaults it names (`appendonly`, `save`,
 //!   `min-replicas-to-write`, …) but never the keys the instance manager owns ([`OWNED`]:
 //!   addresses, paths, authentication, replication and TLS files, `rename-command`); those, and
@@ -241,6 +242,9 @@ pub fn render(i: &Input<'_>) -> Rendered {
         let _ = writeln!(out, "{k} {v}");
     };
     line("bind", i.bind);
+    // The primary lists its replicas under this IP (what `FAILOVER TO <pod IP>` names),
+    // whatever source address their connections come from.
+    line("replica-announce-ip", i.bind);
     if tls_enabled(i.spec) {
         let tls = |f: &str| quote(&i.paths.tls_dir.join(f).to_string_lossy());
         line("port", "0");

@@ -45,6 +45,7 @@ fn a_primary_boots_with_its_password_and_no_replicaof() {
         lines(&r),
         vec![
             "bind 10.1.2.3",
+            "replica-announce-ip 10.1.2.3",
             "port 6379",
             "unixsocket \"/controller/redis.sock\"",
             "unixsocketperm 700",

@@ -187,6 +187,37 @@ impl InstanceFlags {
     }
 }
 
+/// The rules of the per-cluster Role the instance manager runs under (ServiceAccount
+/// `<cluster>`), one per need. The operator creates the Role from these, so the instance
+/// manager's needs are written down once, next to the code that has them. Read-only: status
+/// is pulled by the operator.
+pub fn role_rules(cluster: &str) -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
+    use k8s_openapi::api::rbac::v1::PolicyRule;
+    let rule =
+        |group: &str, resource: &str, names: Option<Vec<String>>, verbs: &[&str]| PolicyRule {
+            api_groups: Some(vec![group.to_owned()]),
+            resources: Some(vec![resource.to_owned()]),
+            resource_names: names,
+            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+            non_resource_urls: None,
+        };
+    vec![
+        // Its own RedisCluster: currentPrimary/targetPrimary, fencing, the spec (boot guard,
+        // live configuration); watched for prompt reactions, read afresh before every boot.
+        rule(
+            crate::crd::GROUP,
+            "redisclusters",
+            Some(vec![cluster.to_owned()]),
+            &["get", "list", "watch"],
+        ),
+        // Pods of the namespace: the primary's pod IP (boot guard, role convergence) and the
+        // peers' IPs (isolation check, password rotation).
+        rule("", "pods", None, &["get", "list"]),
+        // The bootstrap restore reads the RedisBackup it restores.
+        rule(crate::crd::GROUP, "redisbackups", None, &["get"]),
+    ]
+}
+
 /// Runs the instance manager until redis-server exits or SIGTERM/SIGINT.
 pub async fn run(flags: InstanceFlags) -> anyhow::Result<()> {
     let settings = flags.settings()?;
