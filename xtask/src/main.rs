@@ -2,7 +2,10 @@
 //!
 //! - `up` / `down` / `status`: the local control plane (upstream binaries + kwok, loopback only)
 //! - `demo`: start the plane and show Flotilla's main job converging on it
-//! - `gen [--check]`: write the CRD YAML generated from the Rust types (or fail on drift)
+//! - `gen [--check]`: write the CRD YAML generated from the Rust types and the operators'
+//!   Containerfiles (or fail on drift)
+//! - `image [OPERATOR…] [--push REGISTRY]`: the operators' container images as OCI archives,
+//!   built without a container engine, optionally pushed
 //! - `test`: everything CI checks: format, lints, generated-file drift, every test
 //! - `kubectl ARGS…`: the pinned kubectl against the local plane
 
@@ -15,6 +18,7 @@ mod demo;
 mod demo_cocoon;
 mod demo_support;
 mod gen_crds;
+mod image;
 
 #[derive(Parser)]
 #[command(about = "Flotilla developer tasks")]
@@ -33,12 +37,15 @@ enum Cmd {
     Status,
     /// Start the plane and run Flotilla's main job on it, showing it converge.
     Demo,
-    /// Write generated CRD YAML into deploy/<operator>/crds/ (with --check: fail on drift).
+    /// Write generated CRD YAML into deploy/<operator>/crds/ and the Containerfiles into
+    /// deploy/<operator>/ (with --check: fail on drift).
     Gen {
         /// Compare instead of writing; exit non-zero when the committed YAML differs.
         #[arg(long)]
         check: bool,
     },
+    /// Build operator images (OCI archives, no container engine needed); optionally push them.
+    Image(image::Args),
     /// Run every check and test (what CI runs).
     Test {
         /// Stop the control plane afterwards (CI does; developers keep it warm).
@@ -113,7 +120,11 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Demo => demo::run(),
-        Cmd::Gen { check } => gen_crds::run(check),
+        Cmd::Gen { check } => {
+            gen_crds::run(check)?;
+            image::containerfile::run(check)
+        }
+        Cmd::Image(args) => image::run(args),
         Cmd::Test { down } => test(down),
         Cmd::Kubectl { args } => kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>()),
     }
@@ -236,7 +247,10 @@ fn test(down: bool) -> anyhow::Result<()> {
                 "warnings",
             ])
         })?;
-        p.run("generated CRDs up to date", || gen_crds::run(true))?;
+        p.run("generated files up to date", || {
+            gen_crds::run(true)?;
+            image::containerfile::run(true)
+        })?;
         p.run("start local control plane", || testenv::up().map(|_| ()))?;
         p.run("cargo test --workspace", cargo_test)
     })();
