@@ -8,12 +8,13 @@
 //! - The binary is built in release mode for [`TARGET`] with [`STATIC_RUSTFLAGS`] (glibc linked
 //!   in: a static-pie that needs no loader or shared library and resolves names through
 //!   /etc/hosts and DNS without NSS modules), in `<cargo target dir>/image`, so the development
-//!   build's cache is left alone. `--binary` packages a given file instead. Either way the
-//!   file must be a static x86-64 ELF ([`elf`]), or the image would not start.
+//!   build's cache is left alone, one cargo run per image exactly as its Containerfile runs it.
+//!   `--binary` packages a given file instead. Either way the file must be a static x86-64 ELF
+//!   ([`elf`]), or the image would not start.
 //! - The result is an OCI archive `<out>/<binary>-<tag>.oci.tar` (default out:
-//!   `<cargo target dir>/images`) that `podman load`, `docker load` and `skopeo copy
-//!   oci-archive:` read; `--push` also uploads it ([`push`]) and then names it after the push
-//!   target instead of ghcr.io.
+//!   `<cargo target dir>/images`) that `skopeo copy oci-archive:` and `podman load` read;
+//!   `--push` also uploads it ([`push`]) and then names it after the push target instead of
+//!   ghcr.io.
 //! - The Containerfile is rendered from the same table and constants ([`containerfile`]), so a
 //!   container engine builds the same binary into the same file, user, entrypoint and labels.
 
@@ -22,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 
 pub mod containerfile;
 pub mod elf;
@@ -41,16 +42,10 @@ pub struct OperatorImage {
     pub binary: &'static str,
 }
 
-/// Every operator image. An operator adds itself here with one line.
+/// Every operator image. An operator adds itself here with one line (package, binary).
 pub const IMAGES: &[OperatorImage] = &[
-    OperatorImage {
-        package: "redroid",
-        binary: "redroid-operator",
-    },
-    OperatorImage {
-        package: "cocoon",
-        binary: "cocoon-operator",
-    },
+    OperatorImage::new("redroid", "redroid-operator"),
+    OperatorImage::new("cocoon", "cocoon-operator"),
 ];
 
 /// Where the project publishes its images.
@@ -92,6 +87,11 @@ pub struct Args {
 }
 
 impl OperatorImage {
+    /// The image of binary `binary` of package `package`.
+    pub const fn new(package: &'static str, binary: &'static str) -> Self {
+        Self { package, binary }
+    }
+
     /// `ghcr.io/flotilla/<binary>:<tag>`: the name the deploy/ manifests use.
     pub fn reference(&self, tag: &str) -> String {
         format!("{REGISTRY}/{}:{tag}", self.binary)
@@ -169,10 +169,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         built.push((op, reference, image));
     }
     let Some(target) = target else { return Ok(()) };
-    let auth = args.username.map(|username| push::BasicAuth {
-        username,
-        password: std::env::var("REGISTRY_PASSWORD").unwrap_or_default(),
-    });
+    let auth = match args.username {
+        Some(username) => {
+            let password = std::env::var("REGISTRY_PASSWORD").context(
+                "--username: the password is read from REGISTRY_PASSWORD, which is unset",
+            )?;
+            Some(push::BasicAuth { username, password })
+        }
+        None => None,
+    };
     let pusher = push::Pusher::new(target, auth, args.ca_cert.as_deref())?;
     let runtime = tokio::runtime::Runtime::new()?;
     for (op, reference, image) in built {
@@ -232,32 +237,35 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Builds the static release binaries of `images` in one cargo run; returns their paths.
+/// Builds the static release binary of each of `images`, one cargo run each: the features of
+/// a package's dependencies then do not depend on which other images are built alongside, so
+/// the binary is the one its Containerfile builds (`-p <package>` alone). Returns the paths.
 fn build(images: &[OperatorImage]) -> anyhow::Result<Vec<PathBuf>> {
     let dir = target_dir().join("image");
     let rustflags = match std::env::var("RUSTFLAGS") {
         Ok(flags) if !flags.trim().is_empty() => format!("{flags} {STATIC_RUSTFLAGS}"),
         _ => STATIC_RUSTFLAGS.to_string(),
     };
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(["build", "--release", "--locked", "--target", TARGET])
-        .env("CARGO_TARGET_DIR", &dir)
-        .env("RUSTFLAGS", rustflags)
-        .current_dir(repo_root());
+    let mut paths = Vec::new();
     for op in images {
-        cmd.args(["-p", op.package, "--bin", op.binary]);
+        let start = Instant::now();
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--release", "--locked", "--target", TARGET])
+            .args(["-p", op.package, "--bin", op.binary])
+            .env("CARGO_TARGET_DIR", &dir)
+            .env("RUSTFLAGS", &rustflags)
+            .current_dir(repo_root())
+            .status()
+            .context("run cargo build")?;
+        ensure!(
+            status.success(),
+            "cargo build of {} failed ({status})",
+            op.binary
+        );
+        println!("built {} in {:.1?}", op.binary, start.elapsed());
+        paths.push(dir.join(TARGET).join("release").join(op.binary));
     }
-    let start = Instant::now();
-    let status = cmd.status().context("run cargo build")?;
-    if !status.success() {
-        bail!("cargo build --release --target {TARGET} failed ({status})");
-    }
-    let names: Vec<&str> = images.iter().map(|op| op.binary).collect();
-    println!("built {} in {:.1?}", names.join(", "), start.elapsed());
-    Ok(images
-        .iter()
-        .map(|op| dir.join(TARGET).join("release").join(op.binary))
-        .collect())
+    Ok(paths)
 }
 
 #[cfg(test)]

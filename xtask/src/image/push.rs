@@ -224,7 +224,12 @@ mod tests {
 
     #[test]
     fn targets_parse_like_oci_registry_settings() {
-        let cases: &[(&str, Option<(&str, &str, &str)>)] = &[
+        /// `--push` value → (base URL, host, prefix), `None` when refused.
+        type Case = (
+            &'static str,
+            Option<(&'static str, &'static str, &'static str)>,
+        );
+        let cases: &[Case] = &[
             (
                 "http://127.0.0.1:5000/flotilla",
                 Some(("http://127.0.0.1:5000/", "127.0.0.1:5000", "flotilla")),
