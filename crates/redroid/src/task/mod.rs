@@ -204,16 +204,7 @@ pub async fn run(
         );
     let mut settings = ControllerSettings::new(names::TASK_CONTROLLER);
     settings.max_concurrent_reconciles = ctx.settings.max_concurrent_reconciles;
-    run_controller(
-        controller,
-        &settings,
-        &rc.metrics,
-        reconcile,
-        error_policy,
-        ctx,
-        rc.shutdown.clone(),
-    )
-    .await;
+    run_controller(controller, &settings, &rc, reconcile, error_policy, ctx).await;
     Ok(())
 }
 
