@@ -211,7 +211,7 @@ impl WatchAccess {
             controller = %self.controller,
             verb = %denial.verb,
             resource = %denial.qualified_resource(),
-            namespace = denial.namespace.as_deref().unwrap_or(""),
+            namespace = %denial.namespace.as_deref().unwrap_or(""),
             scope = %denial.scope(),
             message = %denial.message,
             "watch forbidden: grant {} on {} in {}; the operator is not ready until then",

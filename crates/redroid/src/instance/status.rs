@@ -319,17 +319,18 @@ pub fn log_transition(
     let message = kit::conditions::get(&new.conditions, "Ready")
         .map(|c| c.message.clone())
         .unwrap_or_default();
-    tracing::info!(
-        namespace = %inst.namespace().unwrap_or_default(),
-        name = %inst.name_any(),
-        from = phase(old).unwrap_or("-"),
-        to = phase(Some(new)).unwrap_or("-"),
-        pod = new.pod_name.as_deref().unwrap_or(""),
-        reason = %reason,
-        message = %message,
-        "instance phase",
-    );
+    let (ns, name) = (inst.namespace().unwrap_or_default(), inst.name_any());
+    let (from, to) = (phase(old).unwrap_or("-"), phase(Some(new)).unwrap_or("-"));
+    let pod = new.pod_name.as_deref().unwrap_or("");
+    if HELD_BACK.contains(&reason.as_str()) {
+        tracing::info!(namespace = %ns, name = %name, from = %from, to = %to, pod = %pod, reason = %reason, message = %message, "instance held back");
+    } else {
+        tracing::info!(namespace = %ns, name = %name, from = %from, to = %to, pod = %pod, reason = %reason, message = %message, "instance phase changed");
+    }
 }
+
+/// Ready reasons of an instance that wants to run but waits for others' data.
+const HELD_BACK: [&str; 3] = ["IndexConflict", "BaseLayerConflict", "DataInUse"];
 
 /// Patches the status when it differs; returns whether it wrote.
 pub async fn write(
