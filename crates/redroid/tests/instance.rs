@@ -649,13 +649,17 @@ async fn converged_reconcile_makes_zero_writes() {
 // instance never got a status). Instances created the moment the controller starts hit that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_created_at_start_up_are_all_reconciled() {
+    const N: i32 = 12;
     let env = Env::new("ri-startup").await;
-    for i in 0..8 {
-        env.create(&format!("a{i}"), json!({"index": i})).await;
-    }
-    for i in 0..8 {
-        env.wait_phase(&format!("a{i}"), InstancePhase::Running)
-            .await;
+    // All at once, while the controller is still listing.
+    let names: Vec<String> = (0..N).map(|i| format!("a{i}")).collect();
+    let creates = names
+        .iter()
+        .zip(0..N)
+        .map(|(name, i)| env.create(name, json!({"index": i})));
+    futures::future::join_all(creates).await;
+    for name in &names {
+        env.wait_phase(name, InstancePhase::Running).await;
     }
 }
 

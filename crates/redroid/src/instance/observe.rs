@@ -266,3 +266,45 @@ async fn peers(
         .filter(|p| p.name_any() != me && super::validate::shares_data(&p.spec, &inst.spec))
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    // Many passes wait for the caches at once, as at operator start-up; every one of them must
+    // go on once the stores are synced (kube-runtime's own wait wakes only the last waiter).
+    #[tokio::test]
+    async fn every_pass_waiting_for_the_caches_goes_on_once_they_sync() {
+        let (instances, mut iw) = reflector::store::<RedroidInstance>();
+        let (pods, mut pw) = reflector::store::<Pod>();
+        let (services, mut sw) = reflector::store::<Service>();
+        iw.apply_watcher_event(&Event::Init);
+        iw.apply_watcher_event(&Event::InitDone);
+        let caches = Caches::new(instances, pods, services);
+        let waiting: Vec<_> = (0..8)
+            .map(|_| {
+                let c = caches.clone();
+                tokio::spawn(async move { c.ready().await })
+            })
+            .collect();
+        // Let every pass start waiting before the stores sync.
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        pw.apply_watcher_event(&Event::Init);
+        pw.apply_watcher_event(&Event::InitDone);
+        sw.apply_watcher_event(&Event::Init);
+        sw.apply_watcher_event(&Event::InitDone);
+        for w in waiting {
+            tokio::time::timeout(Duration::from_secs(5), w)
+                .await
+                .expect("every waiting pass goes on")
+                .expect("join");
+        }
+    }
+}
