@@ -4,9 +4,9 @@
 //! sample CocoonSet `demo` through Running → Suspended (every VM hibernated into the registry)
 //! → Running again.
 //!
-//! - vk-cocoon needs hypervisors, so the `vk-cocoon-sim` binary (crate `vksim`) plays its side
-//!   of the pod annotation contract on the kwok nodes, for the demo namespace only, as a child
-//!   process with the admin kubeconfig (it stands in for a kubelet).
+//! - vk-cocoon needs hypervisors, so the `vksim` binary (crate `vksim`) plays its side of the
+//!   pod annotation contract on the kwok nodes, for the demo namespace only, as a child process
+//!   with the admin kubeconfig (it stands in for a kubelet).
 //! - The operator runs as a child process under the `cocoon-system/cocoon-operator` token, with
 //!   leader election on and only the demo namespace watched (tests share the plane).
 //! - A previous run's CocoonSet is deleted first (its snapshots lived in that run's registry),
@@ -34,8 +34,10 @@ const OPERATOR_SA: &str = "cocoon-operator";
 const DEMO_NAMESPACE: &str = "cocoon-demo";
 const SET: &str = "demo";
 const POOL: &str = "default";
+/// The nodes the simulator is vk-cocoon on: the plane's kwok nodes.
+const KWOK_NODES: &str = "type=kwok";
 /// What the simulator logs once its pod watch has listed every pod.
-const SIM_READY: &str = "vk-cocoon-sim running";
+const SIM_READY: &str = "vksim running";
 /// Used when `deploy/cocoon/samples/cocoonset-demo.yaml` is missing: 2 sub-agents and `db`.
 const FALLBACK_SET: &str = "apiVersion: cocoonset.cocoonstack.io/v1
 kind: CocoonSet
@@ -59,10 +61,8 @@ pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result
     let url = registry.url();
     println!("docker-registry serving {url} (it lives as long as this demo)");
 
-    println!(
-        "\n==> cocoon: building cocoon-operator and vk-cocoon-sim: cargo build -p cocoon -p vksim"
-    );
-    let built = build_binaries(&[("cocoon", "cocoon-operator"), ("vksim", "vk-cocoon-sim")])?;
+    println!("\n==> cocoon: building cocoon-operator and vksim: cargo build -p cocoon -p vksim");
+    let built = build_binaries(&[("cocoon", "cocoon-operator"), ("vksim", "vksim")])?;
     let (operator_bin, sim_bin) = (&built[0], &built[1]);
 
     ensure_namespace(DEMO_NAMESPACE)?;
@@ -125,22 +125,22 @@ fn start_operator(
     Ok(operator)
 }
 
-/// Starts `vk-cocoon-sim` for the demo namespace and waits until its pod watch has listed.
+/// Starts `vksim` for the demo namespace and waits until its pod watch has listed.
 fn start_simulator(
     rt: &tokio::runtime::Runtime,
     binary: &Path,
     registry: &str,
 ) -> anyhow::Result<Process> {
     println!(
-        "\n==> cocoon: starting the vk-cocoon simulator: vk-cocoon-sim --registry {registry} \
-         --namespace {DEMO_NAMESPACE} --pool {POOL}"
+        "\n==> cocoon: starting the vk-cocoon simulator: vksim --registry {registry} \
+         --namespace {DEMO_NAMESPACE} --nodes selector:{KWOK_NODES} --pool {POOL}"
     );
     let mut cmd = Command::new(binary);
     cmd.args(["--registry", registry, "--namespace", DEMO_NAMESPACE])
-        .args(["--pool", POOL])
+        .args(["--nodes", &format!("selector:{KWOK_NODES}"), "--pool", POOL])
         .env("KUBECONFIG", testenv::kubeconfig_path())
         .env("RUST_LOG", "info,kube=warn");
-    let mut sim = Process::spawn("vk-cocoon-sim", cmd)?;
+    let mut sim = Process::spawn("vksim", cmd)?;
     // The log is appended to across runs: only what this run wrote counts.
     let log = sim.log.clone();
     let offset = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);

@@ -8,6 +8,7 @@ fn operators() -> Vec<(&'static str, Vec<k8s_openapi::apiextensions_apiserver::p
     vec![
         ("redroid", redroid::crd::crds()),
         ("cocoon", cocoon::crd::crds()),
+        ("redis", redis::crd::crds()),
     ]
 }
 
@@ -35,5 +36,25 @@ pub fn run(check: bool) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// `cargo xtask gen-k8s-facts`: the facts of every Kubernetes type, read from the local plane
+/// (started if needed), written to crates/kit/src/k8s_schema_facts.json.
+pub fn k8s_facts() -> anyhow::Result<()> {
+    testenv::up()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let facts = rt.block_on(async {
+        let client = testenv::plane::admin_client().await?;
+        anyhow::Ok(kit::crdschema::live_facts(&client).await?)
+    })?;
+    let path = repo_root().join("crates/kit/src/k8s_schema_facts.json");
+    std::fs::write(&path, facts.render())?;
+    println!(
+        "wrote {} ({} Kubernetes types of {}); now run `cargo xtask gen`",
+        path.display(),
+        facts.types.len(),
+        facts.kubernetes
+    );
     Ok(())
 }

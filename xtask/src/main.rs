@@ -39,6 +39,9 @@ enum Cmd {
         #[arg(long)]
         check: bool,
     },
+    /// Rewrite crates/kit/src/k8s_schema_facts.json from the local plane's OpenAPI (what
+    /// Kubernetes says about the types CRDs embed); run after changing the Kubernetes version.
+    GenK8sFacts,
     /// Run every check and test (what CI runs).
     Test {
         /// Stop the control plane afterwards (CI does; developers keep it warm).
@@ -114,6 +117,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         }
         Cmd::Demo => demo::run(),
         Cmd::Gen { check } => gen_crds::run(check),
+        Cmd::GenK8sFacts => gen_crds::k8s_facts(),
         Cmd::Test { down } => test(down),
         Cmd::Kubectl { args } => kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>()),
     }
@@ -167,12 +171,13 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
 
 static TOTALS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
 
-/// `cargo test --workspace`, echoing its output and closing with the totals on one line
-/// (`tests: N passed, N failed`), so the last line a reader (or CI) sees is the whole result.
+/// `cargo test --workspace --no-fail-fast`, echoing its output and closing with the totals on
+/// one line (`tests: N passed, N failed`), so the last line a reader (or CI) sees is the whole
+/// result. Every test binary runs even after one fails, so the totals count every test.
 fn cargo_test() -> anyhow::Result<()> {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["test", "--workspace"])
+        .args(["test", "--workspace", "--no-fail-fast"])
         .stdout(std::process::Stdio::piped())
         .spawn()?;
     let (mut passed, mut failed) = (0u64, 0u64);

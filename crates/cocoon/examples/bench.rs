@@ -2,12 +2,12 @@
 //! create → all Running, suspend → all Suspended, unsuspend → all Running on the local plane.
 //!
 //! ```bash
-//! cargo run --release -p cocoon --example bench -- --sets 200 --idle-seconds 60
+//! cargo run --release -p cocoon --example cocoon-bench -- --sets 200 --idle-seconds 60
 //! ```
 //!
 //! - The operator runs in this process (both controllers, leader election off, watching only
 //!   the bench's fresh namespace) through a client that counts its API requests by verb.
-//! - vk-cocoon is played by the `vk-cocoon-sim` binary, built first with this profile and run
+//! - vk-cocoon is played by the `vksim` binary, built first with this profile and run
 //!   as a child process, so its memory and CPU are not in the figures below.
 //! - A fresh `docker-registry` holds the snapshots; its request count covers the operator
 //!   (manifest probes) and the simulator (pushes and pulls) together.
@@ -184,7 +184,7 @@ impl Bench {
             self.n * 4
         );
         println!(
-            "  vk-cocoon-sim runs as a child process (pid {}): its memory and CPU are not counted",
+            "  vksim runs as a child process (pid {}): its memory and CPU are not counted",
             sim.child.id()
         );
     }
@@ -323,7 +323,7 @@ fn report_phases(phases: &[Phase], cpu0: f64) {
     }
 }
 
-/// The `vk-cocoon-sim` child process.
+/// The `vksim` child process.
 struct Simulator {
     child: Child,
     log: PathBuf,
@@ -344,6 +344,8 @@ impl Simulator {
                 registry,
                 "--namespace",
                 namespace,
+                "--nodes",
+                "selector:type=kwok",
                 "--pool",
                 "default",
             ])
@@ -356,13 +358,13 @@ impl Simulator {
             .spawn()?;
         let mut sim = Simulator { child, log };
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !sim.log_text().contains("vk-cocoon-sim running") {
+        while !sim.log_text().contains("vksim running") {
             if let Some(status) = sim.child.try_wait()? {
-                anyhow::bail!("vk-cocoon-sim exited ({status}): {}", sim.log_text());
+                anyhow::bail!("vksim exited ({status}): {}", sim.log_text());
             }
             anyhow::ensure!(
                 Instant::now() < deadline,
-                "vk-cocoon-sim did not start: {}",
+                "vksim did not start: {}",
                 sim.log.display()
             );
             tokio::time::sleep(Duration::from_millis(200)).await; // polling its log, with a deadline
@@ -395,7 +397,7 @@ impl Drop for Simulator {
     }
 }
 
-/// Builds `vk-cocoon-sim` with this example's profile (and the example itself, so features
+/// Builds `vksim` with this example's profile (and the example itself, so features
 /// resolve as for this build and nothing is rebuilt); returns the binary's path.
 fn build_simulator() -> anyhow::Result<PathBuf> {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -408,7 +410,7 @@ fn build_simulator() -> anyhow::Result<PathBuf> {
         "-p",
         "vksim",
         "--bin",
-        "vk-cocoon-sim",
+        "vksim",
     ]);
     if !cfg!(debug_assertions) {
         cmd.arg("--release");
@@ -417,13 +419,13 @@ fn build_simulator() -> anyhow::Result<PathBuf> {
         .arg("--message-format=json-render-diagnostics")
         .stderr(Stdio::inherit())
         .output()?;
-    anyhow::ensure!(out.status.success(), "building vk-cocoon-sim failed");
+    anyhow::ensure!(out.status.success(), "building vksim failed");
     String::from_utf8(out.stdout)?
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "vk-cocoon-sim")
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "vksim")
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| anyhow::anyhow!("cargo reported no vk-cocoon-sim executable"))
+        .ok_or_else(|| anyhow::anyhow!("cargo reported no vksim executable"))
 }
 
 /// Deletes every set and waits until the operator has finalized them all (pods gone, tags

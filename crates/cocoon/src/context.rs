@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use kit::events::{Recorder, Reporter};
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 
 use crate::metrics::CocoonMetrics;
 use crate::names;

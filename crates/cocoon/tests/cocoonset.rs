@@ -652,3 +652,159 @@ async fn a_lost_pod_of_a_hibernated_vm_is_rebuilt_from_its_snapshot() {
     env.wait_tag(&vm_of(&env, "demo", "1"), "hibernate", false)
         .await;
 }
+
+#[tokio::test]
+async fn deletion_waits_for_terminating_pods_before_collecting_tags() {
+    let env = Env::start("cset-gc-wait").await;
+    let spec = json!({"snapshotPolicy": "never", "agent": {"replicas": 1}});
+    create_set(&env, "demo", spec).await;
+    wait_phase(&env, "demo", CocoonSetPhase::Running).await;
+    let (main, sub) = (vm_of(&env, "demo", "0"), vm_of(&env, "demo", "1"));
+    for (vm, tag) in [(&main, "hibernate"), (&sub, "hibernate"), (&sub, "latest")] {
+        testenv::registry::push_tag(&env.registry_url, None, vm, tag, b"s")
+            .await
+            .expect("push");
+    }
+    // Someone else holds the sub-agent's pod: it stays Terminating after vk-cocoon let go.
+    const HOLD: &str = "test.flotilla.dev/hold";
+    let pods = env.api::<Pod>();
+    let sub_pod = pods.get("demo-1").await.expect("demo-1");
+    kit::finalizers::add(&pods, &sub_pod, HOLD)
+        .await
+        .expect("hold demo-1");
+    env.api::<CocoonSet>()
+        .delete("demo", &Default::default())
+        .await
+        .expect("delete");
+    testenv::wait_deleted(&env.api::<Pod>(), "demo-0", T)
+        .await
+        .expect("main gone");
+    let only_ours = |p: &Pod| {
+        p.metadata.deletion_timestamp.is_some()
+            && p.metadata.finalizers.as_deref() == Some(&[HOLD.to_owned()][..])
+    };
+    env.wait_pod("demo-1", "terminating, held only by the test", only_ours)
+        .await;
+    // Passes after that point (the deletion of demo-0 and the 5 s backstop trigger them) see
+    // only the terminating demo-1, and must keep waiting for it.
+    let passes = support::set_passes(&env.operator);
+    testenv::eventually("two more passes", T, || async {
+        (support::set_passes(&env.operator) >= passes + 2.0).then_some(())
+    })
+    .await
+    .expect("passes");
+    let set = env.api::<CocoonSet>().get_opt("demo").await.expect("get");
+    assert!(
+        set.is_some_and(|s| s
+            .finalizers()
+            .iter()
+            .any(|f| f == names::COCOONSET_FINALIZER)),
+        "the set waits while a pod of it is terminating"
+    );
+    for (vm, tag) in [(&main, "hibernate"), (&sub, "hibernate"), (&sub, "latest")] {
+        assert!(
+            env.tag_exists(vm, tag).await,
+            "{vm}:{tag} kept while a pod terminates"
+        );
+    }
+    // The pod really goes: now the tags are collected and the set is gone.
+    let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    env.api::<Pod>()
+        .patch("demo-1", &PatchParams::default(), &release)
+        .await
+        .expect("release demo-1");
+    testenv::wait_deleted(&env.api::<CocoonSet>(), "demo", T)
+        .await
+        .expect("set gone");
+    for (vm, tag) in [(&main, "hibernate"), (&sub, "hibernate"), (&sub, "latest")] {
+        assert!(!env.tag_exists(vm, tag).await, "{vm}:{tag} collected");
+    }
+}
+
+#[tokio::test]
+async fn a_toolbox_name_taken_by_a_foreign_pod_is_reported() {
+    let env = Env::start("cset-collide").await;
+    // Not this set's pod, under the name its toolbox `db` needs.
+    env.create_pod("demo-db", false).await;
+    let spec = json!({"toolboxes": [{"name": "db"}, {"name": "cache"}]});
+    create_set(&env, "demo", spec).await;
+    let want = "pod demo-db exists and is not this set's toolbox (rename or delete it)";
+    wait_set(&env, "demo", "Ready says NameCollision", move |s| {
+        s.status
+            .as_ref()
+            .and_then(|st| kit::conditions::get(&st.conditions, "Ready"))
+            .is_some_and(|c| {
+                c.status == "False" && c.reason == "NameCollision" && c.message == want
+            })
+    })
+    .await;
+    let events = env.wait_event("demo", "NameCollision").await;
+    assert_eq!(events[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(events[0].note.as_deref(), Some(want));
+    // The other toolbox is not held up by the collision.
+    env.wait_pod("demo-cache", "toolbox cache created", |p| {
+        p.metadata.owner_references.is_some()
+    })
+    .await;
+    // Once the name is free the set takes it (the foreign pod is not watched: a periodic look).
+    env.api::<Pod>()
+        .delete("demo-db", &Default::default())
+        .await
+        .expect("delete the foreign pod");
+    testenv::wait_deleted(&env.api::<Pod>(), "demo-db", T)
+        .await
+        .expect("foreign pod gone");
+    wait_phase(&env, "demo", CocoonSetPhase::Running).await;
+    let db = env.api::<Pod>().get("demo-db").await.expect("toolbox db");
+    assert_eq!(
+        state::label(&db, names::LABEL_ROLE),
+        Some(names::Role::Toolbox.as_str())
+    );
+    assert_eq!(
+        support::occurrences(&env.events("demo", "NameCollision").await),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_set_without_spec_is_reported_invalid_and_others_still_converge() {
+    let env = Env::start("cset-nospec").await;
+    let bare: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cocoonset.cocoonstack.io/v1", "kind": "CocoonSet",
+        "metadata": {"name": "bare"}
+    }))
+    .expect("object");
+    let gvk = kube::core::GroupVersionKind::gvk("cocoonset.cocoonstack.io", "v1", "CocoonSet");
+    let dynamic: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        env.client.clone(),
+        &env.ns.name,
+        &kube::core::ApiResource::from_gvk(&gvk),
+    );
+    dynamic
+        .create(&PostParams::default(), &bare)
+        .await
+        .expect("the schema accepts a set without spec, as upstream's does");
+    create_set(&env, "fine", json!({})).await;
+    wait_set(&env, "fine", "Running beside a set without spec", |s| {
+        phase(s) == Some(CocoonSetPhase::Running)
+    })
+    .await;
+    let bare = wait_set(&env, "bare", "Ready False InvalidSpec", |s| {
+        s.status
+            .as_ref()
+            .and_then(|st| kit::conditions::get(&st.conditions, "Ready"))
+            .is_some_and(|c| c.status == "False" && c.reason == "InvalidSpec")
+    })
+    .await;
+    let ready = kit::conditions::get(&bare.status.expect("status").conditions, "Ready")
+        .expect("Ready")
+        .clone();
+    assert!(
+        ready.message.contains("spec.agent.image is required"),
+        "{ready:?}"
+    );
+    assert!(
+        pods_of(&env, "bare").await.is_empty(),
+        "nothing is built for it"
+    );
+}

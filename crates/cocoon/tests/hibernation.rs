@@ -233,19 +233,16 @@ async fn wake_timeout_fails_and_a_retry_gets_a_fresh_budget() {
     let failed = env.wait_phase("p", Failed).await;
     let ready = ready_of(&failed);
     assert_eq!(ready.reason, "Failed");
-    assert!(
-        ready
-            .message
-            .starts_with("wake timed out after 8s (started 20"),
-        "{}",
-        ready.message
+    // Upstream's exact words (alerting matches on them), with Go's duration format.
+    assert_eq!(
+        ready.message,
+        "wake timed out after 8s; vk-cocoon never reported the container running"
     );
-    assert!(
-        ready
-            .message
-            .ends_with("vk-cocoon never reported the container running")
+    let timed_out = env.wait_event("p", "WakeTimedOut").await;
+    assert_eq!(
+        timed_out[0].note.as_deref(),
+        Some("vk-cocoon did not report the container running within 8s")
     );
-    env.wait_event("p", "WakeTimedOut").await;
     assert!(
         env.tag_exists(&vm, TAG_HIBERNATE).await,
         "the snapshot is kept for the retry"
@@ -383,4 +380,118 @@ async fn hibernated_is_kept_while_its_pod_is_gone() {
     );
     assert!(env.tag_exists(&env.vm("p"), TAG_HIBERNATE).await);
     assert!(env.events("p", "PodNotFound").await.is_empty());
+}
+
+#[tokio::test]
+async fn hibernate_flipped_back_while_waking_hibernates_again() {
+    let env = Env::start("ch-flipback").await;
+    let vm = env.vm("p");
+    env.live_pod("p").await;
+    env.create_cr("p", "p", Desire::Hibernate).await;
+    env.wait_phase("p", Hibernated).await;
+    // Wake, and change our mind before the VM reports running.
+    env.sim.faults().stall(&vm);
+    env.set_desire("p", Desire::Wake).await;
+    env.wait_phase("p", Waking).await;
+    env.wait_pod("p", "hibernate flag removed", |p| !flagged(p))
+        .await;
+    env.set_desire("p", Desire::Hibernate).await;
+    more_passes(&env, 1.0).await;
+    let cr = env.api::<CocoonHibernation>().get("p").await.expect("cr");
+    assert_eq!(
+        phase_of(&cr),
+        Some(Waking),
+        "the wake in flight finishes first"
+    );
+    // The VM reports running: the wake settles, and the desire (Hibernate) is acted on at once,
+    // with no other change to trigger it.
+    env.sim.faults().clear(&vm);
+    env.wait_event("p", "WokenActive").await;
+    let cr = support::wait_cr(&env.api(), "p", "Hibernated again", |cr| {
+        phase_of(cr) == Some(Hibernated)
+            && cr.status.as_ref().is_some_and(|s| !s.conditions.is_empty())
+            && ready_of(cr).status == "True"
+    })
+    .await;
+    assert_eq!(cr.spec.desire, Desire::Hibernate);
+    let pod = env.wait_pod("p", "hibernated again", hibernated).await;
+    assert!(flagged(&pod) && !state::vm_live(&pod));
+    assert!(env.tag_exists(&vm, TAG_HIBERNATE).await);
+    assert_eq!(occurrences(&env.events("p", "Hibernated").await), 2);
+}
+
+#[tokio::test]
+async fn wake_flipped_while_hibernating_wakes_once_the_hibernate_settles() {
+    let env = Env::start("ch-flipwake").await;
+    let vm = env.vm("p");
+    env.live_pod("p").await;
+    env.sim.faults().stall(&vm);
+    env.create_cr("p", "p", Desire::Hibernate).await;
+    env.wait_phase("p", Hibernating).await;
+    env.wait_pod("p", "hibernate requested", flagged).await;
+    env.set_desire("p", Desire::Wake).await;
+    more_passes(&env, 1.0).await;
+    let cr = env.api::<CocoonHibernation>().get("p").await.expect("cr");
+    assert_eq!(
+        phase_of(&cr),
+        Some(Hibernating),
+        "the hibernate in flight finishes first"
+    );
+    // The VM hibernates: that settles, then the wake starts at once and completes.
+    env.sim.faults().clear(&vm);
+    env.wait_event("p", "Hibernated").await;
+    let cr = env.wait_phase("p", Active).await;
+    assert_eq!(cr.spec.desire, Desire::Wake);
+    assert_eq!(ready_of(&cr).status, "True");
+    let pod = env.wait_pod("p", "awake", state::vm_live).await;
+    assert!(!flagged(&pod), "hibernate annotation removed");
+    env.wait_tag(&vm, TAG_HIBERNATE, false).await;
+    env.wait_event("p", "WokenActive").await;
+}
+
+#[tokio::test]
+async fn the_hibernate_deadline_holds_while_the_registry_fails() {
+    let timeout = Duration::from_secs(20);
+    let options = Options {
+        hibernation: Timeouts {
+            hibernate: timeout,
+            ..Timeouts::default()
+        },
+        ..Options::default()
+    };
+    let mut env = Env::start_with("ch-regdeadline", options).await;
+    let vm = env.vm("p");
+    env.live_pod("p").await;
+    // The VM is already hibernated when the request comes, and the registry is down: every
+    // pass fails its probe and the back-off doubles (1, 2, 4, 8, 16 s: past 20 s at 31 s).
+    let flag = Patch::Merge(json!({"metadata": {"annotations": {names::ANN_HIBERNATE: "true"}}}));
+    env.api::<Pod>()
+        .patch("p", &PatchParams::default(), &flag)
+        .await
+        .expect("flag");
+    env.wait_pod("p", "hibernated", hibernated).await;
+    env.stop_registry();
+    env.create_cr("p", "p", Desire::Hibernate).await;
+    let hibernating = env.wait_phase("p", Hibernating).await;
+    let entered = ready_of(&hibernating).last_transition_time.0;
+    let failed =
+        support::wait_cr(&env.api(), "p", "Failed", |cr| phase_of(cr) == Some(Failed)).await;
+    let late = jiff::Timestamp::now().duration_since(entered);
+    let late = Duration::try_from(late).expect("after entering");
+    assert!(late >= timeout, "not before the deadline: {late:?}");
+    // lastTransitionTime has whole seconds, the check comes a second past the deadline.
+    assert!(
+        late <= timeout + Duration::from_secs(5),
+        "the deadline fired {:?} late",
+        late - timeout
+    );
+    assert_eq!(
+        ready_of(&failed).message,
+        "hibernate not confirmed within 20s"
+    );
+    let events = env.wait_event("p", "HibernateTimedOut").await;
+    assert_eq!(
+        events[0].note.as_deref(),
+        Some(format!("snapshot {vm} not confirmed in the registry within 20s").as_str())
+    );
 }

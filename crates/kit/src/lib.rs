@@ -1,11 +1,15 @@
 //! Flotilla shared toolkit.
 
+/// The end of an operator binary's `main`: one-line errors, exit codes.
+pub mod cli;
 /// Pure upsert/reset/get helpers over `metav1.Condition` lists.
 pub mod conditions;
 /// Controller wrapper recording metrics and spans, and the `Operator::run` entry point.
 pub mod controller;
 /// CRD YAML generation into `deploy/<operator>/crds/` and the CI drift check.
 pub mod crdgen;
+/// CRD schemas with Kubernetes' own list/map markers and required fields on embedded types.
+pub mod crdschema;
 /// Events that never fail a reconcile, and namespace-scoped `Api`s.
 pub mod events;
 /// Adding and removing a finalizer with an optimistic write.

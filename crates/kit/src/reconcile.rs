@@ -4,11 +4,13 @@
 //! - [`Outcome`] is what a *successful* reconcile returns: `Done`, or `RequeueAfter` for an
 //!   expected wait (a pod still starting, a lock held elsewhere). A wait is not an error: it
 //!   never counts toward the error backoff and it resets it.
-//! - Errors implement [`ReconcileError`]: a stable `category()` (metric label and Event reason)
-//!   and `is_permanent()` (an invalid spec: retrying cannot help until the object changes).
+//! - Errors implement [`ReconcileError`]: a stable `category()` (metric label and Event reason),
+//!   `is_permanent()` (an invalid spec: retrying cannot help until the object changes) and
+//!   `retry_within()` (the latest a retry may come, e.g. because a deadline falls due then).
 //! - [`Backoff`] turns results into [`Action`]s: transient errors back off per object
-//!   (by UID, else namespace/name) from `base` doubling to `cap`; a success forgets the object;
-//!   a permanent error waits for a change without touching the counter.
+//!   (by UID, else namespace/name) from `base` doubling to `cap`, never later than the error's
+//!   `retry_within()`; a success forgets the object; a permanent error waits for a change
+//!   without touching the counter.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -55,6 +57,13 @@ pub trait ReconcileError: std::error::Error {
     fn is_permanent(&self) -> bool {
         false
     }
+
+    /// The latest the failed pass must be retried, whatever the back-off says: a deadline
+    /// that falls due then must be checked on time. `None` (the default) leaves the delay to
+    /// the back-off.
+    fn retry_within(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Per-object exponential backoff for transient reconcile errors.
@@ -98,7 +107,8 @@ impl Backoff {
         outcome.into()
     }
 
-    /// Records a failed pass and returns when to retry.
+    /// Records a failed pass and returns when to retry: the back-off delay, capped at the
+    /// error's [`ReconcileError::retry_within`].
     ///
     /// Permanent errors wait for the object to change and leave the counter alone.
     pub fn failed<K: Resource, E: ReconcileError + ?Sized>(&self, obj: &K, err: &E) -> Action {
@@ -111,7 +121,8 @@ impl Backoff {
             *n = n.saturating_add(1);
             *n
         };
-        Action::requeue(self.delay(failures))
+        let delay = self.delay(failures);
+        Action::requeue(err.retry_within().map_or(delay, |latest| delay.min(latest)))
     }
 
     /// Consecutive transient failures currently recorded for `obj`.
@@ -148,6 +159,8 @@ mod tests {
         Transient,
         #[error("invalid spec")]
         Invalid,
+        #[error("transient, due within {0:?}")]
+        Due(Duration),
     }
 
     impl ReconcileError for TestError {
@@ -155,10 +168,17 @@ mod tests {
             match self {
                 TestError::Transient => "transient",
                 TestError::Invalid => "invalid_spec",
+                TestError::Due(_) => "due",
             }
         }
         fn is_permanent(&self) -> bool {
             matches!(self, TestError::Invalid)
+        }
+        fn retry_within(&self) -> Option<Duration> {
+            match self {
+                TestError::Due(d) => Some(*d),
+                _ => None,
+            }
         }
     }
 
@@ -258,5 +278,42 @@ mod tests {
         assert_eq!(b.failed(&obj, &TestError::Invalid), Action::await_change());
         assert_eq!(b.failures(&obj), 0);
         assert_eq!(TestError::Invalid.category(), "invalid_spec");
+    }
+
+    #[test]
+    fn a_due_retry_caps_the_backoff_but_still_counts() {
+        let b = Backoff::default();
+        let obj = cm("a", Some("uid-a"));
+        // 1, 2, 4, … would reach 128 s; a deadline 10 s away caps every later delay at 10 s.
+        let due = TestError::Due(Duration::from_secs(10));
+        let got: Vec<Action> = (0..6).map(|_| b.failed(&obj, &due)).collect();
+        let want: Vec<Action> = [1, 2, 4, 8, 10, 10].into_iter().map(secs).collect();
+        assert_eq!(got, want);
+        assert_eq!(b.failures(&obj), 6, "capped failures still count");
+        // Without the cap the count carries on doubling from where it was.
+        assert_eq!(b.failed(&obj, &TestError::Transient), secs(64));
+        // A deadline already due asks for an immediate retry.
+        let now = TestError::Due(Duration::ZERO);
+        assert_eq!(b.failed(&obj, &now), Action::requeue(Duration::ZERO));
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("plain")]
+    struct Plain;
+
+    impl ReconcileError for Plain {
+        fn category(&self) -> &'static str {
+            "plain"
+        }
+    }
+
+    #[test]
+    fn errors_leave_the_delay_to_the_backoff_by_default() {
+        assert_eq!(Plain.retry_within(), None);
+        assert!(!Plain.is_permanent());
+        let b = Backoff::default();
+        let obj = cm("a", Some("uid-a"));
+        assert_eq!(b.failed(&obj, &Plain), secs(1));
+        assert_eq!(b.failed(&obj, &Plain), secs(2));
     }
 }

@@ -4,7 +4,8 @@
 //! call again (tests, several entry points): later calls change nothing and return
 //! `Ok(false)`. The filter comes from the `--log-level` flag when given, else `RUST_LOG`, else
 //! `info`; it accepts full `EnvFilter` directives (`info,kube=debug`). A malformed directive is
-//! an error rather than a silently dropped filter.
+//! an error rather than a silently dropped filter. Text lines carry ANSI colours only when
+//! stdout is a terminal, so logs captured by CI, a file or a collector stay plain.
 
 use tracing::Subscriber;
 use tracing_subscriber::{EnvFilter, fmt::MakeWriter, util::SubscriberInitExt};
@@ -53,12 +54,14 @@ fn subscriber<W>(
     format: LogFormat,
     filter: EnvFilter,
     writer: W,
+    ansi: bool,
 ) -> Box<dyn Subscriber + Send + Sync>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(writer);
     match format {
         LogFormat::Text => Box::new(builder.finish()),
@@ -80,7 +83,8 @@ pub fn init(format: LogFormat, level: Option<&str>) -> Result<bool, TelemetryErr
     let filter = filter(level, rust_log.as_deref())?;
     // try_init also routes `log` records from dependencies into tracing; it fails only when
     // a global subscriber or logger is already installed, which is the idempotent case.
-    Ok(subscriber(format, filter, std::io::stdout)
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    Ok(subscriber(format, filter, std::io::stdout, ansi)
         .try_init()
         .is_ok())
 }
@@ -114,12 +118,17 @@ mod tests {
     }
 
     fn capture(format: LogFormat, level: &str, emit: impl FnOnce()) -> String {
+        capture_with(format, level, false, emit)
+    }
+
+    fn capture_with(format: LogFormat, level: &str, ansi: bool, emit: impl FnOnce()) -> String {
         let buf = Buf::default();
         let writer = buf.clone();
         let sub = subscriber(
             format,
             filter(Some(level), None).expect("filter"),
             move || writer.clone(),
+            ansi,
         );
         tracing::subscriber::with_default(sub, emit);
         buf.text()
@@ -145,6 +154,20 @@ mod tests {
         });
         assert!(out.contains("shown"));
         assert!(!out.contains("hidden"));
+    }
+
+    #[test]
+    fn text_is_plain_unless_colours_are_asked_for() {
+        let plain = capture(LogFormat::Text, "info", || {
+            tracing::info!(pod = "p", "created")
+        });
+        assert!(!plain.contains('\x1b'), "no escape codes: {plain:?}");
+        assert!(plain.contains("created pod=\"p\""), "{plain}");
+        let coloured = capture_with(LogFormat::Text, "info", true, || tracing::info!("created"));
+        assert!(
+            coloured.contains('\x1b'),
+            "a terminal gets colours: {coloured:?}"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Benchmark (not a test): N RedroidInstances to Running on the local control plane.
 //!
 //! ```bash
-//! cargo run --release -p redroid --example bench -- --instances 1000 --idle-seconds 60
+//! cargo run --release -p redroid --example redroid-bench -- --instances 1000 --idle-seconds 60
 //! ```
 //!
 //! The operator runs in this process (both controllers, leader election off) through a client

@@ -1,8 +1,8 @@
 //! What every reconcile of the redroid operator gets: the client, operator settings, an Event
 //! recorder and the per-object error back-off.
 
+use kit::events::{Recorder, Reporter};
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 
 use crate::names;
 

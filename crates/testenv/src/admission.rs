@@ -38,6 +38,28 @@ impl Kind {
             .map_err(rejection)
     }
 
+    /// Server-side applies `spec` of `name` as field manager `manager` (no force), as
+    /// `kubectl apply --server-side --field-manager=<manager>` would: the stored object, or
+    /// the API server's message (a conflict included).
+    pub async fn apply_spec(
+        &self,
+        name: &str,
+        manager: &str,
+        spec: Value,
+    ) -> Result<DynamicObject, String> {
+        let obj = json!({
+            "apiVersion": self.api_version, "kind": self.kind,
+            "metadata": {"name": name}, "spec": spec,
+        });
+        self.api
+            .patch(name, &PatchParams::apply(manager), &Patch::Apply(&obj))
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(s) => s.message,
+                other => panic!("unexpected error: {other}"),
+            })
+    }
+
     /// Merge-patches `spec` of `name`, as `kubectl patch --type=merge` would.
     pub async fn patch_spec(&self, name: &str, spec: Value) -> Result<DynamicObject, String> {
         let patch = Patch::Merge(json!({ "spec": spec }));
@@ -56,5 +78,45 @@ pub fn rejection(e: kube::Error) -> String {
             s.message
         }
         other => panic!("unexpected error: {other}"),
+    }
+}
+
+/// Asserts that every value in `sent` is in `stored` unchanged (the server may add defaults,
+/// but must not prune or alter anything a manifest set), naming the first path that differs.
+pub fn assert_kept(sent: &Value, stored: &Value) {
+    if let Err(path) = kept(sent, stored, String::new()) {
+        panic!("the API server did not keep {path} as sent\nsent: {sent:#}\nstored: {stored:#}");
+    }
+}
+
+fn kept(sent: &Value, stored: &Value, path: String) -> Result<(), String> {
+    match (sent, stored) {
+        (Value::Object(a), Value::Object(b)) => a.iter().try_for_each(|(k, v)| {
+            let p = format!("{path}.{k}");
+            b.get(k).map_or(Err(p.clone()), |w| kept(v, w, p))
+        }),
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .try_for_each(|(i, (v, w))| kept(v, w, format!("{path}[{i}]"))),
+        (a, b) if a == b => Ok(()),
+        _ => Err(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_allows_defaults_but_not_pruning_or_changes() {
+        let sent = json!({"a": 1, "b": {"c": [1, {"d": "x"}]}});
+        let with_defaults = json!({"a": 1, "z": true, "b": {"c": [1, {"d": "x", "e": 0}]}});
+        assert_eq!(kept(&sent, &with_defaults, String::new()), Ok(()));
+        let pruned = json!({"a": 1, "b": {"c": [1, {}]}});
+        assert_eq!(kept(&sent, &pruned, String::new()), Err(".b.c[1].d".into()));
+        let changed = json!({"a": 2, "b": {"c": [1, {"d": "x"}]}});
+        assert_eq!(kept(&sent, &changed, String::new()), Err(".a".into()));
     }
 }

@@ -64,9 +64,12 @@ pub async fn service_account_client(
 /// Writes a kubeconfig for `token` against the plane to `path` (mode 0600: it holds a secret),
 /// for running an operator binary as a ServiceAccount.
 pub fn write_kubeconfig_for_token(path: &Path, token: &str, namespace: &str) -> anyhow::Result<()> {
+    write_private(path, &render_kubeconfig(token, namespace)?)
+}
+
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let text = render_kubeconfig(token, namespace)?;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -97,6 +100,18 @@ fn plane_cluster() -> anyhow::Result<(String, String)> {
 fn render_kubeconfig(token: &str, namespace: &str) -> anyhow::Result<String> {
     let (server, ca) = plane_cluster()?;
     Ok(kubeconfig_text(&server, &ca, token, namespace))
+}
+
+/// Writes a kubeconfig for `token` against `server` (which must present a certificate the
+/// plane's CA signed, such as [`crate::chaos::FaultProxy`]) to `path` (mode 0600).
+pub fn write_kubeconfig_for_server(
+    path: &Path,
+    server: &str,
+    token: &str,
+    namespace: &str,
+) -> anyhow::Result<()> {
+    let (_, ca) = plane_cluster()?;
+    write_private(path, &kubeconfig_text(server, &ca, token, namespace))
 }
 
 fn kubeconfig_text(server: &str, ca: &str, token: &str, namespace: &str) -> String {

@@ -165,15 +165,16 @@ impl Drop for TestNamespace {
         }
         // Fire and forget, so the deletion outlives the test process. The operator under test
         // has usually stopped by now, so custom resources it put finalizers on would keep the
-        // namespace Terminating forever (and the namespace controller busy): if the namespace
-        // is not gone within 30 s, drop the finalizers of what is left in it.
+        // namespace Terminating forever (and the namespace controller busy), as would pods a
+        // stopped kubelet stand-in (vksim) still holds: if the namespace is not gone within
+        // 30 s, drop the finalizers of what is left in it.
         let Some(state) = plane::read_state() else {
             return;
         };
         let script = r#"k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
 k delete namespace "$NS" --wait=false --ignore-not-found
 k wait --for=delete "namespace/$NS" --timeout=30s && exit 0
-for r in $(k api-resources --namespaced --verbs=list -o name | grep '\.'); do
+for r in pods $(k api-resources --namespaced --verbs=list -o name | grep '\.'); do
   k -n "$NS" get "$r" -o name 2>/dev/null | while read -r o; do
     k -n "$NS" patch "$o" --type=merge -p '{"metadata":{"finalizers":null}}'
   done

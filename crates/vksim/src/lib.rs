@@ -7,8 +7,17 @@
 //! tests and the demo exercise the real operator against the real API server and a real OCI
 //! registry.
 //!
-//! What it plays, for every pod carrying `vm.cocoonstack.io/name` once it is bound to a node
-//! (kwok marks such pods Running/Ready and gives them a 127.1.x.y IP):
+//! A simulator is vk-cocoon on the nodes it owns ([`Nodes`]: named, or selected by label;
+//! the local plane's kwok nodes by default): it labels only those with its pool (and refuses to
+//! start on one already in another pool) and plays only the pods bound to them, so simulators
+//! with different pools and nodes coexist.
+//!
+//! What it plays, for every pod carrying `vm.cocoonstack.io/name` once it is bound to one of
+//! its nodes (kwok marks such pods Running/Ready and gives them a 127.1.x.y IP):
+//! - hold: the pod gets the finalizer [`HOLD_FINALIZER`] first, so that once it is deleted it
+//!   stays Terminating until the simulator has torn its VM down (a real vk-cocoon runs
+//!   DeletePod, `:latest` push included, before it releases the pod; kwok would otherwise
+//!   remove a deleted pod at once);
 //! - create (once kwok has started the pod): lifecycle `creating`, then the VM (restored from
 //!   the registry's `<vm>:hibernate` when `restore-from-hibernate=true`, or from a node-local
 //!   snapshot kept by an earlier `keep-snapshot-on-delete=true` delete on the same node), then
@@ -21,7 +30,9 @@
 //!   stamp in the same patch; a new stamp re-publishes the state; a `failed` state is sticky
 //!   while its generation is current;
 //! - delete: push `<vm>:latest` as the snapshot policy says (always / main-only: slot 0 main /
-//!   never) unless the VM is hibernated; keep the node-local snapshot on request.
+//!   never) unless the VM is hibernated; keep the node-local snapshot on request; then release
+//!   the pod (remove [`HOLD_FINALIZER`]). A failed push is logged and the pod released anyway.
+//!   When the simulator stops, it releases every pod it still holds.
 //! - faults ([`Faults`]) and counters ([`Stats`]) for tests and benchmarks.
 //!
 //! Pods of one VM name are handled one event at a time, different VMs concurrently (see
@@ -55,15 +66,18 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use error::SimError;
 pub use faults::Faults;
-pub use nodes::label_nodes;
-pub use patch::FIELD_MANAGER;
+pub use nodes::{KWOK_NODES, Nodes};
+pub use patch::{FIELD_MANAGER, HOLD_FINALIZER};
 pub use stats::Stats;
 
 /// How long [`Simulator::start`] waits for the first complete pod listing.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The pool a simulator labels its nodes with unless told otherwise.
+pub const DEFAULT_POOL: &str = "default";
+
 /// Where the simulator works.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SimConfig {
     /// The OCI registry (`http://127.0.0.1:port`; credentials may ride in the URL).
     pub registry_url: String,
@@ -71,10 +85,28 @@ pub struct SimConfig {
     pub registry_prefix: Option<String>,
     /// Only pods of this namespace; all namespaces when `None`.
     pub namespace: Option<String>,
+    /// The nodes this simulator is vk-cocoon on; only pods bound to them are played.
+    pub nodes: Nodes,
+    /// The pool its nodes are labelled with (`cocoonstack.io/pool`).
+    pub pool: String,
+}
+
+impl Default for SimConfig {
+    /// No registry yet; all namespaces; the kwok nodes in pool [`DEFAULT_POOL`].
+    fn default() -> Self {
+        SimConfig {
+            registry_url: String::new(),
+            registry_prefix: None,
+            namespace: None,
+            nodes: Nodes::default(),
+            pool: DEFAULT_POOL.to_owned(),
+        }
+    }
 }
 
 /// A running simulator: one pod watch and a worker per VM.
 pub struct Simulator {
+    nodes: Vec<String>,
     faults: Faults,
     counters: Arc<stats::Counters>,
     cancel: CancellationToken,
@@ -84,8 +116,10 @@ pub struct Simulator {
 }
 
 impl Simulator {
-    /// Starts watching pods; returns once the watch has listed them all.
+    /// Claims its nodes (labelling them with the pool), then starts watching pods; returns
+    /// once the watch has listed them all.
     pub async fn start(client: kube::Client, cfg: SimConfig) -> anyhow::Result<Simulator> {
+        let claimed = nodes::claim(&client, &cfg.nodes, &cfg.pool).await?;
         let counters = Arc::new(stats::Counters::default());
         let snapshots =
             snapshots::Snapshots::new(&cfg.registry_url, cfg.registry_prefix, counters.clone())?;
@@ -103,8 +137,17 @@ impl Simulator {
         };
         let cancel = CancellationToken::new();
         let (ready_tx, ready_rx) = oneshot::channel();
-        let task = tokio::spawn(watch::run(api, shared, cancel.clone(), kick_rx, ready_tx));
+        let owned = claimed.names();
+        let task = tokio::spawn(watch::run(
+            api,
+            claimed,
+            shared,
+            cancel.clone(),
+            kick_rx,
+            ready_tx,
+        ));
         let sim = Simulator {
+            nodes: owned,
             faults,
             counters,
             _stop_on_drop: cancel.clone().drop_guard(),
@@ -120,6 +163,11 @@ impl Simulator {
         }
     }
 
+    /// The nodes it owns, sorted.
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
+    }
+
     /// A handle to arm and clear faults.
     pub fn faults(&self) -> Faults {
         self.faults.clone()
@@ -130,7 +178,8 @@ impl Simulator {
         self.counters.snapshot()
     }
 
-    /// Stops the watch and the workers (each finishes the step it is in).
+    /// Stops the watch and the workers (each finishes the step it is in), then releases the
+    /// pods it still holds.
     pub async fn stop(self) {
         self.cancel.cancel();
         if let Err(e) = self.task.await {

@@ -10,6 +10,7 @@ use cocoon::pods::state;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::faults::FaultSet;
+use crate::patch::held;
 
 /// What runs on the (simulated) node for one pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,8 +79,12 @@ pub(crate) enum Source {
 pub(crate) enum Step {
     /// Nothing to do.
     Nothing,
+    /// Hold the pod (add the simulator's finalizer) so its deletion waits for [`Step::Delete`].
+    Hold,
     /// The pod is going: push `:latest` if asked, keep or drop the node-local snapshot.
     Delete { push_latest: bool, keep_local: bool },
+    /// The VM of a held, terminating pod is torn down: let the pod go (drop the finalizer).
+    Release,
     /// Create the VM of a pod that has none.
     Create(Source),
     /// Restore a hibernated VM in place.
@@ -94,8 +99,16 @@ pub(crate) enum Step {
 
 /// The next step for `pod` (`gone`: the watch reported it deleted).
 pub(crate) fn decide(vm: &Vm, pod: &Pod, gone: bool, local_here: bool, faults: &FaultSet) -> Step {
-    if faults.stalled || vm.deleted {
+    if faults.stalled {
         return Step::Nothing;
+    }
+    if vm.deleted {
+        let still_held = !gone && held(pod);
+        return if still_held {
+            Step::Release
+        } else {
+            Step::Nothing
+        };
     }
     if gone || pod.metadata.deletion_timestamp.is_some() {
         return Step::Delete {
@@ -103,7 +116,14 @@ pub(crate) fn decide(vm: &Vm, pod: &Pod, gone: bool, local_here: bool, faults: &
             keep_local: state::flag(pod, names::ANN_KEEP_SNAPSHOT),
         };
     }
-    if state::node_name(pod).is_none() || vm.failed_at == Some(state::generation_stamp(pod)) {
+    if state::node_name(pod).is_none() {
+        return Step::Nothing;
+    }
+    // Before anything else runs for the pod: its deletion must wait for the teardown.
+    if !held(pod) {
+        return Step::Hold;
+    }
+    if vm.failed_at == Some(state::generation_stamp(pod)) {
         return Step::Nothing;
     }
     let hibernate = state::hibernate_requested(pod);
@@ -183,6 +203,7 @@ mod tests {
 metadata:
   name: p
   uid: u1
+  finalizers: [vksim.flotilla.dev/vm-teardown]
   labels: {{cocoonset.cocoonstack.io/role: main}}
   annotations:
     vm.cocoonstack.io/name: vk-ns-demo-0
@@ -213,6 +234,32 @@ spec: {{nodeName: kwok-node-0, containers: []}}
     vm.cocoonstack.io/ip: 127.1.0.5
     vm.cocoonstack.io/lifecycle-state: ready
     vm.cocoonstack.io/lifecycle-observed-generation: "2""#;
+
+    #[test]
+    fn a_bound_pod_is_held_before_anything_else() {
+        let none = FaultSet::default();
+        let mut unheld = pod("    vm.cocoonstack.io/restore-from-hibernate: \"true\"");
+        unheld.metadata.finalizers = Some(vec!["example.com/other".into()]);
+        let vm = Vm::from_pod(&unheld);
+        assert_eq!(decide(&vm, &unheld, false, false, &none), Step::Hold);
+        unheld.spec.as_mut().expect("spec").node_name = None;
+        assert_eq!(
+            decide(&vm, &unheld, false, false, &none),
+            Step::Nothing,
+            "an unbound pod is not ours yet"
+        );
+        let mut deleted = pod("");
+        deleted.metadata.finalizers = None;
+        let torn_down = Vm {
+            deleted: true,
+            ..live()
+        };
+        assert_eq!(
+            decide(&torn_down, &deleted, true, false, &none),
+            Step::Nothing,
+            "a pod deleted before it was held has nothing to release"
+        );
+    }
 
     #[test]
     fn a_new_pod_is_created_from_the_right_source() {
@@ -362,7 +409,32 @@ spec: {{nodeName: kwok-node-0, containers: []}}
             deleted: true,
             ..live()
         };
-        assert_eq!(step("", &deleted), Step::Nothing);
+        assert_eq!(
+            step("", &deleted),
+            Step::Nothing,
+            "gone: nothing to release"
+        );
+        // Terminating but still there (held): torn down first, then released.
+        let mut terminating = pod("");
+        terminating.metadata.deletion_timestamp =
+            Some(serde_yaml::from_str("'2026-01-01T00:00:00Z'").expect("time"));
+        assert_eq!(
+            decide(&live(), &terminating, false, false, &none),
+            push(false)
+        );
+        assert_eq!(
+            decide(&deleted, &terminating, false, false, &none),
+            Step::Release
+        );
+        let stalled = FaultSet {
+            stalled: true,
+            ..FaultSet::default()
+        };
+        assert_eq!(
+            decide(&deleted, &terminating, false, false, &stalled),
+            Step::Nothing,
+            "a stalled VM keeps its pod"
+        );
     }
 
     #[test]

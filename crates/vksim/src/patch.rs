@@ -1,6 +1,8 @@
 //! The only writer: JSON merge patches of a pod's `metadata.annotations` (a `null` value
-//! removes the key). A pod that is gone (404) or conflicting (409) ends the transition
-//! quietly; the watch brings whatever comes next.
+//! removes the key) and of its finalizers (adding and removing [`HOLD_FINALIZER`], carrying
+//! the pod's resourceVersion so no one else's finalizer edit is overwritten). A pod that is
+//! gone (404) or conflicting (409) ends the transition quietly; the watch brings whatever
+//! comes next. Releasing a pod re-reads it on a conflict: a deleted pod must not stay held.
 
 use std::sync::Arc;
 
@@ -13,7 +15,13 @@ use crate::error::SimError;
 use crate::stats::{Counter, Counters};
 
 /// Field manager of the simulator's patches.
-pub const FIELD_MANAGER: &str = "vk-cocoon-sim";
+pub const FIELD_MANAGER: &str = "vksim";
+
+/// The finalizer a simulator holds its pods with until it has torn their VM down.
+pub const HOLD_FINALIZER: &str = "vksim.flotilla.dev/vm-teardown";
+
+/// Attempts at releasing a pod whose finalizers keep changing under us.
+const RELEASE_ATTEMPTS: usize = 5;
 
 /// Annotation changes, built up before one patch.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -56,22 +64,25 @@ impl Writer {
         Writer { client, counters }
     }
 
-    /// Applies `changes` to `pod`; the patched pod, or `None` when it is gone (404/409).
-    pub(crate) async fn annotate(
-        &self,
-        pod: &Pod,
-        changes: Annotations,
-    ) -> Result<Option<Pod>, SimError> {
+    fn api(&self, pod: &Pod) -> (Api<Pod>, String, String) {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        let body = json!({"metadata": {"annotations": changes.0}});
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
+        let api = Api::namespaced(self.client.clone(), &namespace);
+        (api, namespace, name)
+    }
+
+    /// Adds [`HOLD_FINALIZER`] to `pod` (as it was seen: a newer pod is a conflict); the
+    /// patched pod, or `None` when it is gone or changed meanwhile (404/409).
+    pub(crate) async fn hold(&self, pod: &Pod) -> Result<Option<Pod>, SimError> {
+        let mut finalizers = pod.metadata.finalizers.clone().unwrap_or_default();
+        finalizers.push(HOLD_FINALIZER.to_owned());
+        let (api, namespace, name) = self.api(pod);
+        let body = json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": pod.metadata.resource_version,
+        }});
         self.counters.bump(Counter::Patched);
-        match api.patch(&name, &params, &Patch::Merge(&body)).await {
+        match api.patch(&name, &params(), &Patch::Merge(&body)).await {
             Ok(p) => Ok(Some(p)),
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
             Err(source) => Err(SimError::Patch {
@@ -81,6 +92,78 @@ impl Writer {
             }),
         }
     }
+
+    /// Removes [`HOLD_FINALIZER`] from the pod `pod` names (the same uid), reading it afresh
+    /// after a conflict; done when the pod is gone or no longer held.
+    pub(crate) async fn release(&self, pod: &Pod) -> Result<(), SimError> {
+        let (api, namespace, name) = self.api(pod);
+        let error = |source| SimError::Patch {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source,
+        };
+        let mut current = pod.clone();
+        for attempt in 1..=RELEASE_ATTEMPTS {
+            if !held(&current) {
+                return Ok(());
+            }
+            let finalizers: Vec<&String> = (current.metadata.finalizers.iter().flatten())
+                .filter(|f| *f != HOLD_FINALIZER)
+                .collect();
+            let body = json!({"metadata": {
+                "finalizers": finalizers,
+                "resourceVersion": current.metadata.resource_version,
+            }});
+            self.counters.bump(Counter::Patched);
+            match api.patch(&name, &params(), &Patch::Merge(&body)).await {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < RELEASE_ATTEMPTS => {}
+                Err(source) => return Err(error(source)),
+            }
+            match api.get_opt(&name).await.map_err(error)? {
+                Some(fresh) if fresh.metadata.uid == pod.metadata.uid => current = fresh,
+                _ => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `changes` to `pod`; the patched pod, or `None` when it is gone (404/409).
+    pub(crate) async fn annotate(
+        &self,
+        pod: &Pod,
+        changes: Annotations,
+    ) -> Result<Option<Pod>, SimError> {
+        let (api, namespace, name) = self.api(pod);
+        let body = json!({"metadata": {"annotations": changes.0}});
+        self.counters.bump(Counter::Patched);
+        match api.patch(&name, &params(), &Patch::Merge(&body)).await {
+            Ok(p) => Ok(Some(p)),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
+            Err(source) => Err(SimError::Patch {
+                namespace,
+                name,
+                source,
+            }),
+        }
+    }
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    }
+}
+
+/// Whether `pod` carries [`HOLD_FINALIZER`].
+pub(crate) fn held(pod: &Pod) -> bool {
+    pod.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == HOLD_FINALIZER)
 }
 
 #[cfg(test)]

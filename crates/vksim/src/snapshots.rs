@@ -141,7 +141,7 @@ fn registry_error(op: &'static str, repo: &str, tag: &'static str, e: anyhow::Er
 /// Bytes standing in for a VM snapshot: they name the VM, the tag and a sequence number, so a
 /// test can tell one round's snapshot from the next.
 pub(crate) fn payload(vm: &str, tag: &str, sequence: u64) -> Vec<u8> {
-    format!("vk-cocoon-sim snapshot vm={vm} tag={tag} seq={sequence}\n").into_bytes()
+    format!("vksim snapshot vm={vm} tag={tag} seq={sequence}\n").into_bytes()
 }
 
 #[cfg(test)]
@@ -167,7 +167,7 @@ mod tests {
         assert!(Snapshots::new("not a url", None, c).is_err());
         assert_eq!(
             payload("vm", "hibernate", 7),
-            b"vk-cocoon-sim snapshot vm=vm tag=hibernate seq=7\n"
+            b"vksim snapshot vm=vm tag=hibernate seq=7\n"
         );
     }
 }

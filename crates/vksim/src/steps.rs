@@ -46,10 +46,16 @@ impl Exec<'_> {
             Step::Wake(source) => self.boot(pod, source, Counter::Woken).await,
             Step::Hibernate { fail } => self.hibernate(pod, fail).await,
             Step::FailCreate(message) => self.fail_create(pod, &message).await,
+            Step::Hold => self.shared.writer.hold(&pod).await,
             Step::Delete {
                 push_latest,
                 keep_local,
-            } => self.delete(&pod, push_latest, keep_local).await,
+            } => self.delete(pod, push_latest, keep_local).await,
+            Step::Release => {
+                self.shared.writer.release(&pod).await?;
+                tracing::debug!(vm = self.vm_name, "pod released");
+                Ok(None)
+            }
         }
     }
 
@@ -166,8 +172,9 @@ impl Exec<'_> {
         self.write(pod, failed).await
     }
 
-    /// Pod deleted: `:latest` if asked, VM removed, node-local snapshot kept or dropped.
-    async fn delete(&mut self, pod: &Pod, push_latest: bool, keep_local: bool) -> Next {
+    /// Pod deleted: `:latest` if asked, VM removed, node-local snapshot kept or dropped. The
+    /// pod is released by the next step ([`Step::Release`]): only now may it go.
+    async fn delete(&mut self, pod: Pod, push_latest: bool, keep_local: bool) -> Next {
         if push_latest {
             let seq = self.shared.counters.next_sequence();
             let bytes = payload(self.vm_name, names::TAG_LATEST, seq);
@@ -179,7 +186,7 @@ impl Exec<'_> {
                 tracing::warn!(vm = self.vm_name, error = %e, "could not push the latest snapshot");
             }
         }
-        let node = state::node_name(pod).map(str::to_owned);
+        let node = state::node_name(&pod).map(str::to_owned);
         let had_vm = self.vm.runtime != Runtime::Absent;
         if keep_local && had_vm {
             *self.local = node;
@@ -192,7 +199,7 @@ impl Exec<'_> {
         tracing::info!(vm = self.vm_name, push_latest, keep_local, "VM removed");
         self.vm.runtime = Runtime::Absent;
         self.vm.deleted = true;
-        Ok(None)
+        Ok(Some(pod))
     }
 }
 

@@ -1,6 +1,10 @@
-//! The one pod watch and the dispatcher: every pod that carries `vm.cocoonstack.io/name` goes
-//! to the worker of its VM name (spawned on first sight). Relists are turned into
-//! [`Msg::Resync`] so deletions missed while the watch was down are still acted on.
+//! The one pod watch and the dispatcher: every pod that carries `vm.cocoonstack.io/name` and
+//! is bound to one of the simulator's nodes goes to the worker of its VM name (spawned on
+//! first sight); pods elsewhere (unbound, or another simulator's) are none of its business.
+//! Relists are turned into [`Msg::Resync`] so deletions missed while the watch was down are
+//! still acted on. On the way out, after the workers stopped, every pod still held with the
+//! simulator's finalizer is released, so nothing stays Terminating for a simulator that is
+//! gone.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -14,11 +18,14 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::nodes::Claimed;
+use crate::patch::held;
 use crate::steps::Shared;
 use crate::worker::{self, Msg};
 
 /// Routes events to per-VM workers.
 struct Dispatcher {
+    nodes: Claimed,
     shared: Arc<Shared>,
     cancel: CancellationToken,
     workers: HashMap<String, mpsc::UnboundedSender<Msg>>,
@@ -41,6 +48,9 @@ impl Dispatcher {
     }
 
     fn pod(&mut self, pod: Pod, gone: bool) {
+        if !self.nodes.owns(state::node_name(&pod)) {
+            return;
+        }
         let Some(vm) = state::vm_name(&pod).map(str::to_owned) else {
             return;
         };
@@ -81,16 +91,19 @@ impl Dispatcher {
     }
 }
 
-/// Watches pods (of `namespace`, or all) until `cancel` fires; `ready` fires after the first
-/// complete listing. Waits for the workers to finish their current step before returning.
+/// Watches pods (of `namespace`, or all) on `nodes` until `cancel` fires; `ready` fires after
+/// the first complete listing. Waits for the workers to finish their current step, then
+/// releases the pods still held, before returning.
 pub(crate) async fn run(
     api: Api<Pod>,
+    nodes: Claimed,
     shared: Arc<Shared>,
     cancel: CancellationToken,
     mut kicks: mpsc::UnboundedReceiver<String>,
     ready: oneshot::Sender<()>,
 ) {
     let mut d = Dispatcher {
+        nodes,
         shared,
         cancel: cancel.clone(),
         workers: HashMap::new(),
@@ -98,7 +111,7 @@ pub(crate) async fn run(
         listing: HashSet::new(),
     };
     let mut ready = Some(ready);
-    let mut events = watcher(api, watcher::Config::default())
+    let mut events = watcher(api.clone(), watcher::Config::default())
         .default_backoff()
         .boxed();
     loop {
@@ -114,4 +127,24 @@ pub(crate) async fn run(
     }
     d.workers.clear();
     while d.tasks.join_next().await.is_some() {}
+    release_all(&api, &d).await;
+}
+
+/// Releases every pod on the simulator's nodes that it still holds (best effort: logged).
+async fn release_all(api: &Api<Pod>, d: &Dispatcher) {
+    let pods = match api.list(&Default::default()).await {
+        Ok(list) => list.items,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list the pods to release");
+            return;
+        }
+    };
+    let mine = pods
+        .iter()
+        .filter(|p| d.nodes.owns(state::node_name(p)) && held(p));
+    for pod in mine {
+        if let Err(e) = d.shared.writer.release(pod).await {
+            tracing::warn!(error = %e, "could not release a pod");
+        }
+    }
 }

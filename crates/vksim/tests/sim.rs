@@ -13,7 +13,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use testenv::registry::{RegistryServer, pull_tag, push_tag, tag_exists};
 use testenv::{TestNamespace, eventually, wait_for};
-use vksim::{SimConfig, Simulator, Stats};
+use vksim::{HOLD_FINALIZER, Nodes, SimConfig, Simulator, Stats};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const PREFIX: &str = "cocoon";
@@ -28,15 +28,14 @@ struct Env {
 impl Env {
     async fn new(prefix: &str) -> Env {
         let client = testenv::client().await;
-        vksim::label_nodes(&client, "default")
-            .await
-            .expect("label nodes");
         let ns = TestNamespace::new(&client, prefix).await;
         let registry = RegistryServer::start().await.expect("registry");
         let cfg = SimConfig {
             registry_url: registry.url(),
             registry_prefix: Some(PREFIX.into()),
             namespace: Some(ns.name.clone()),
+            nodes: Nodes::default(),
+            pool: "default".into(),
         };
         let sim = Simulator::start(client.clone(), cfg)
             .await
@@ -174,16 +173,22 @@ async fn expect_states(seen: &Arc<Mutex<Vec<String>>>, want: &[&str]) {
 }
 
 #[tokio::test]
-async fn label_nodes_marks_every_kwok_node_idempotently() {
+async fn the_default_simulator_owns_the_kwok_nodes_in_pool_default() {
+    let env = Env::new("vksim-nodes").await;
     let client = testenv::client().await;
-    vksim::label_nodes(&client, "default").await.expect("first");
-    vksim::label_nodes(&client, "default").await.expect("again");
     let nodes: Api<Node> = Api::all(client);
     let list = nodes
-        .list(&ListParams::default().labels("type=kwok"))
+        .list(&ListParams::default().labels(vksim::KWOK_NODES))
         .await
         .expect("nodes");
-    assert!(!list.items.is_empty());
+    let mut kwok: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+    kwok.sort();
+    assert!(!kwok.is_empty());
+    assert_eq!(env.sim.nodes(), kwok.as_slice(), "exactly the kwok nodes");
     for n in list.items {
         let labels = n.metadata.labels.unwrap_or_default();
         assert_eq!(
@@ -191,6 +196,23 @@ async fn label_nodes_marks_every_kwok_node_idempotently() {
             Some("default")
         );
     }
+    // A pod on one of its nodes is held (its deletion will wait for the teardown).
+    let name = env.create("0", "main", json!({})).await;
+    let ready = env.lifecycle(&name, lifecycle::READY, 1).await;
+    assert!(held(&ready), "{:?}", ready.metadata.finalizers);
+    // Stopping releases what it holds: nothing stays Terminating for a simulator that is gone.
+    let Env { sim, pods, .. } = env;
+    sim.stop().await;
+    let released = pods.get(&name).await.expect("pod");
+    assert!(!held(&released), "{:?}", released.metadata.finalizers);
+}
+
+fn held(pod: &Pod) -> bool {
+    pod.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == HOLD_FINALIZER)
 }
 
 #[tokio::test]
@@ -432,4 +454,243 @@ async fn failed_hibernation_keeps_the_vm_and_drops_the_tag() {
     let hibernated = env.lifecycle(&name, lifecycle::HIBERNATED, 2).await;
     assert_eq!(state::vm_id(&hibernated), None);
     assert!(env.tag(&vm, names::TAG_HIBERNATE).await);
+}
+
+#[tokio::test]
+async fn a_deleted_pod_stays_terminating_until_its_latest_snapshot_is_pushed() {
+    let env = Env::new("vksim-hold").await;
+    let vm = env.vm("0");
+    let name = env.create("0", "main", json!({})).await;
+    env.lifecycle(&name, lifecycle::READY, 1).await;
+    // vk-cocoon is slow to tear the VM down (stalled), as a real snapshot push can be.
+    env.sim.faults().stall(&vm);
+    env.pods
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete pod");
+    // A barrier: a pod the simulator does not hold (no VM name), deleted after ours, is gone
+    // once kwok has handled the deletions; ours is still there, Terminating.
+    let bystander: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "bystander"},
+        "spec": {
+            "nodeSelector": {names::NODE_POOL: "default"},
+            "tolerations": [{"key": names::TAINT_PROVIDER, "operator": "Exists"}],
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": names::PLACEHOLDER_IMAGE}],
+        },
+    }))
+    .expect("pod");
+    env.pods
+        .create(&PostParams::default(), &bystander)
+        .await
+        .expect("create bystander");
+    wait_for(&env.pods, "bystander", TIMEOUT, |p: &Pod| {
+        state::phase(p) == "Running"
+    })
+    .await
+    .expect("bystander running");
+    env.delete("bystander").await;
+    let terminating = env.pods.get(&name).await.expect("still there");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert!(!env.tag(&vm, names::TAG_LATEST).await, "nothing pushed yet");
+    // Once the teardown runs, the push comes first and only then does the pod go.
+    env.sim.faults().clear(&vm);
+    testenv::wait_deleted(&env.pods, &name, TIMEOUT)
+        .await
+        .expect("pod released");
+    assert!(
+        env.tag(&vm, names::TAG_LATEST).await,
+        ":latest pushed before the pod went"
+    );
+}
+
+/// Nodes of one test, like the plane's kwok nodes but without `type=kwok` (so no simulator
+/// claims them by default) and tainted for vk-cocoon pods only; deleted when dropped.
+struct TestNodes {
+    names: Vec<String>,
+}
+
+impl TestNodes {
+    async fn create(client: &kube::Client, ns: &str, count: usize) -> TestNodes {
+        let api: Api<Node> = Api::all(client.clone());
+        let names: Vec<String> = (0..count).map(|i| format!("{ns}-node-{i}")).collect();
+        for (i, name) in names.iter().enumerate() {
+            let capacity =
+                json!({"cpu": "1k", "memory": "1Ti", "pods": "1M", "ephemeral-storage": "10Ti"});
+            // Loopback pod addresses only, away from the plane's 127.1.0-2.x.
+            let cidr = format!("127.1.{}.0/24", 200 + i);
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                    "labels": {"kubernetes.io/hostname": name, "flotilla.dev/test": ns},
+                },
+                "spec": {
+                    "podCIDR": cidr, "podCIDRs": [cidr],
+                    "taints": [{"key": names::TAINT_PROVIDER, "value": "cocoon", "effect": "NoSchedule"}],
+                },
+                "status": {"capacity": capacity, "allocatable": capacity},
+            }))
+            .expect("node");
+            api.create(&PostParams::default(), &node)
+                .await
+                .expect("create node");
+        }
+        let nodes = TestNodes { names };
+        for name in &nodes.names {
+            wait_for(&api, name, TIMEOUT, |n: &Node| {
+                let ready = n
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter().flatten())
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                let not_ready = n
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.taints.iter().flatten())
+                    .any(|t| t.key == "node.kubernetes.io/not-ready");
+                ready && !not_ready
+            })
+            .await
+            .unwrap_or_else(|e| panic!("node {name} never became Ready: {e:#}"));
+        }
+        nodes
+    }
+}
+
+impl Drop for TestNodes {
+    fn drop(&mut self) {
+        let names = std::mem::take(&mut self.names);
+        // A runtime of its own: drop may run while the test's runtime is blocked or gone.
+        let deleting = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                let api: Api<Node> = Api::all(testenv::client().await);
+                for name in names {
+                    let _ = api.delete(&name, &DeleteParams::default()).await;
+                }
+            });
+        });
+        let _ = deleting.join();
+    }
+}
+
+/// Creates pod `name` for VM `vk-<ns>-<name>` in `pool` (scheduled by the pool's selector).
+async fn create_in_pool(pods: &Api<Pod>, ns: &str, name: &str, pool: &str) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "annotations": {names::ANN_VM_NAME: format!("vk-{ns}-{name}"), names::ANN_GENERATION: "1"},
+        },
+        "spec": {
+            "nodeSelector": {names::NODE_POOL: pool},
+            "tolerations": [{"key": names::TAINT_PROVIDER, "operator": "Exists"}],
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": names::CONTAINER_NAME, "image": names::PLACEHOLDER_IMAGE}],
+        },
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+}
+
+#[tokio::test]
+async fn two_simulators_with_different_pools_own_only_their_nodes() {
+    let client = testenv::client().await;
+    let ns = TestNamespace::new(&client, "vksim-two").await;
+    let registry = RegistryServer::start().await.expect("registry");
+    let nodes = TestNodes::create(&client, &ns.name, 2).await;
+    let node_api: Api<Node> = Api::all(client.clone());
+    let kwok_pools = || async {
+        let list = node_api
+            .list(&ListParams::default().labels(vksim::KWOK_NODES))
+            .await
+            .expect("kwok nodes");
+        list.items
+            .iter()
+            .map(|n| (n.metadata.name.clone(), vksim_pool(n)))
+            .collect::<Vec<_>>()
+    };
+    let shared_before = kwok_pools().await;
+    let start = |node: &str, pool: &str| {
+        let cfg = SimConfig {
+            registry_url: registry.url(),
+            registry_prefix: None,
+            namespace: Some(ns.name.clone()),
+            nodes: Nodes::Named(vec![node.to_owned()]),
+            pool: pool.to_owned(),
+        };
+        Simulator::start(client.clone(), cfg)
+    };
+    let (pool_a, pool_b) = (format!("{}-a", ns.name), format!("{}-b", ns.name));
+    let sim_a = start(&nodes.names[0], &pool_a).await.expect("simulator a");
+    let sim_b = start(&nodes.names[1], &pool_b).await.expect("simulator b");
+    assert_eq!(sim_a.nodes(), &nodes.names[..1]);
+    assert_eq!(sim_b.nodes(), &nodes.names[1..]);
+    for (node, pool) in [(&nodes.names[0], &pool_a), (&nodes.names[1], &pool_b)] {
+        let n = node_api.get(node).await.expect("node");
+        assert_eq!(vksim_pool(&n).as_deref(), Some(pool.as_str()), "{node}");
+    }
+    assert_eq!(
+        kwok_pools().await,
+        shared_before,
+        "the shared kwok nodes are untouched"
+    );
+    // A third simulator asked to take a's node into b's pool refuses instead of fighting.
+    let err = start(&nodes.names[0], &pool_b)
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("is in pool"), "{err:#}");
+    let n = node_api.get(&nodes.names[0]).await.expect("node");
+    assert_eq!(
+        vksim_pool(&n).as_deref(),
+        Some(pool_a.as_str()),
+        "still a's"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    create_in_pool(&pods, &ns.name, "in-a", &pool_a).await;
+    create_in_pool(&pods, &ns.name, "in-b", &pool_b).await;
+    for (name, node) in [("in-a", &nodes.names[0]), ("in-b", &nodes.names[1])] {
+        let pod = wait_for(&pods, name, TIMEOUT, |p: &Pod| {
+            state::lifecycle_state(p) == Some(lifecycle::READY)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{name} never ready: {e:#}"));
+        assert_eq!(state::node_name(&pod), Some(node.as_str()), "{name}");
+    }
+    // Each simulator played exactly the pod on its own node.
+    assert_eq!(sim_a.stats().vms_created, 1);
+    assert_eq!(sim_b.stats().vms_created, 1);
+    for name in ["in-a", "in-b"] {
+        pods.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+        testenv::wait_deleted(&pods, name, TIMEOUT)
+            .await
+            .expect("gone");
+    }
+    assert_eq!(
+        (sim_a.stats().vms_deleted, sim_b.stats().vms_deleted),
+        (1, 1)
+    );
+    assert_eq!(
+        (sim_a.stats().tags_pushed, sim_b.stats().tags_pushed),
+        (1, 1)
+    );
+    sim_a.stop().await;
+    sim_b.stop().await;
+}
+
+fn vksim_pool(node: &Node) -> Option<String> {
+    node.metadata
+        .labels
+        .as_ref()?
+        .get(names::NODE_POOL)
+        .cloned()
 }

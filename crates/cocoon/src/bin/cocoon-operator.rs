@@ -1,8 +1,11 @@
-//! `cocoon-operator`: parse flags, run the library.
+//! `cocoon-operator`: parse flags, run the library. A start-up error is printed as one line
+//! (see `kit::cli`).
+
+use std::process::ExitCode;
 
 use clap::Parser;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    cocoon::run::run(cocoon::run::Flags::parse()).await
+async fn main() -> ExitCode {
+    kit::cli::finish(cocoon::run::run(cocoon::run::Flags::parse()).await)
 }

@@ -3,8 +3,11 @@
 //! Contract:
 //! 1. The VM names to clean up are stashed on the set first (status ∪ earlier stash ∪ live
 //!    pods), so they survive the pods and an operator restart.
-//! 2. Every owned pod is deleted; vk-cocoon pushes `:latest` while it tears a VM down, so
-//!    tags are collected only once every pod is gone (look again in 5 s until then).
+//! 2. Every owned pod is deleted; vk-cocoon pushes `:latest` while it tears a VM down (inside
+//!    DeletePod, before it releases the pod), so tags are collected only once every owned pod
+//!    is gone, terminating ones included (as upstream): a pod still terminating may still be
+//!    pushing. The pass waits on the pod watch (every pod deletion triggers it) with a 5 s
+//!    backstop.
 //! 3. Per VM: `:hibernate` is deleted. `:latest` is kept for the VMs the snapshot policy
 //!    snapshots (`always`: every VM; `main-only`: slot 0), which is what the policy is for;
 //!    for the others it is deleted only if present, so no delete is ever issued for a tag
@@ -27,7 +30,7 @@ use super::{Error, POLL};
 use crate::context::Context;
 use crate::crd::{CocoonSet, SnapshotPolicy};
 use crate::names::{self, VmRole};
-use crate::pods::classify::classify;
+use crate::pods::classify::{classify, controlled_by};
 use crate::pods::state;
 
 /// Runs the deletion steps; `Done` once the finalizer is gone.
@@ -43,10 +46,19 @@ pub async fn finalize(ctx: &Context, set: Arc<CocoonSet>) -> Result<Outcome, Err
     let pass = Pass::new(ctx, set.clone(), empty);
     let owned = owned_pods(&pass).await?;
     let vms = stash_vm_names(&pass, &owned).await?;
-    for pod in &owned {
+    for pod in owned
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
         pass.delete_pod(&pod.name_any()).await?;
     }
-    if !owned_pods(&pass).await?.is_empty() {
+    let remaining = owned_pods(&pass).await?;
+    if !remaining.is_empty() {
+        let pods: Vec<String> = remaining.iter().map(ResourceExt::name_any).collect();
+        tracing::info!(
+            ?pods,
+            "waiting for the pods to be gone before collecting registry tags"
+        );
         return Ok(Outcome::RequeueAfter(POLL));
     }
     collect_tags(&pass, &vms).await;
@@ -54,9 +66,17 @@ pub async fn finalize(ctx: &Context, set: Arc<CocoonSet>) -> Result<Outcome, Err
     Ok(Outcome::Done)
 }
 
+/// Every pod the set controls, straight from the API server, terminating ones included.
 async fn owned_pods(pass: &Pass<'_>) -> Result<Vec<Pod>, Error> {
     let pods = pass.list_pods().await?;
-    Ok(classify(&pass.set, pods).all)
+    Ok(owned(&pass.set, pods))
+}
+
+/// The pods of `pods` that `set` controls, whether terminating or not (unlike
+/// [`classify`], which leaves terminating pods out of a live pass).
+pub fn owned(set: &CocoonSet, pods: Vec<Pod>) -> Vec<Pod> {
+    let uid = set.metadata.uid.as_deref().unwrap_or_default();
+    pods.into_iter().filter(|p| controlled_by(p, uid)).collect()
 }
 
 async fn stash_vm_names(pass: &Pass<'_>, owned: &[Pod]) -> Result<BTreeSet<String>, Error> {
@@ -141,6 +161,38 @@ async fn remove_finalizer(ctx: &Context, set: &CocoonSet) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminating_pods_still_hold_the_deletion() {
+        let set: CocoonSet = serde_yaml::from_str(
+            "{apiVersion: cocoonset.cocoonstack.io/v1, kind: CocoonSet, \
+             metadata: {name: demo, namespace: ns, uid: set-uid}, spec: {agent: {image: img}}}",
+        )
+        .expect("set");
+        let pod = |name: &str, owner: &str, terminating: bool| -> Pod {
+            let deletion = if terminating {
+                ", deletionTimestamp: '2026-01-01T00:00:00Z'"
+            } else {
+                ""
+            };
+            serde_yaml::from_str(&format!(
+                "metadata: {{name: {name}{deletion}, ownerReferences: [{{apiVersion: v1, \
+                 kind: CocoonSet, name: demo, uid: {owner}, controller: true}}]}}"
+            ))
+            .expect("pod")
+        };
+        let pods = vec![
+            pod("demo-0", "set-uid", false),
+            pod("demo-1", "set-uid", true),
+            pod("demo-db", "other-uid", false),
+        ];
+        let names: Vec<String> = owned(&set, pods.clone())
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
+        assert_eq!(names, ["demo-0", "demo-1"], "terminating demo-1 counts");
+        assert_eq!(classify(&set, pods).all.len(), 1, "a live pass skips it");
+    }
 
     #[test]
     fn latest_is_kept_exactly_where_the_policy_snapshots() {

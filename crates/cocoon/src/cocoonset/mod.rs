@@ -124,7 +124,8 @@ pub enum Error {
     /// The spec cannot be acted on (reported in status and an Event).
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
-    /// A pod of ours is in the way under a name we need.
+    /// A pod that is not ours is in the way under a name we need (reported in status and an
+    /// Event; looked at again periodically).
     #[error("name collision: {0}")]
     NameCollision(String),
 }
@@ -148,7 +149,7 @@ impl ReconcileError for Error {
     }
 
     fn is_permanent(&self) -> bool {
-        matches!(self, Error::InvalidSpec(_) | Error::NameCollision(_))
+        matches!(self, Error::InvalidSpec(_))
     }
 }
 
@@ -198,6 +199,11 @@ pub async fn reconcile(set: Arc<CocoonSet>, r: Arc<Reconciler>) -> Result<Action
 
 /// The ordered steps after observation; each may end the pass.
 async fn steps(pass: &mut Pass<'_>) -> Result<Outcome, Error> {
+    if pass.set.spec.agent.image.is_empty() {
+        // The schema requires it, so only an object without spec gets here.
+        let e = Error::InvalidSpec("spec.agent.image is required (the set has no spec)".into());
+        return toolboxes::report(pass, e).await;
+    }
     agents::stamp_generation(pass).await?;
     if let Some(out) = failure::handle_failed_main(pass).await? {
         return Ok(out);
@@ -217,7 +223,7 @@ async fn steps(pass: &mut Pass<'_>) -> Result<Outcome, Error> {
     }
     let (subs_changed, rebuild_wait) = agents::ensure_sub_agents(pass).await?;
     let toolboxes_changed = match toolboxes::ensure_toolboxes(pass).await {
-        Err(Error::InvalidSpec(msg)) => return toolboxes::report_invalid(pass, msg).await,
+        Err(e) if toolboxes::problem(&e).is_some() => return toolboxes::report(pass, e).await,
         other => other?,
     };
     if subs_changed || toolboxes_changed {

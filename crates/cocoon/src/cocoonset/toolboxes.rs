@@ -6,11 +6,16 @@
 //!   condition says why (reason `InvalidSpec`), a Warning Event is published once, and the
 //!   set waits for a spec change. (Upstream only logs a reconcile error.)
 //! - Per toolbox: terminal or drifted → deleted (rebuilt on the next pass, no back-off);
-//!   missing → created, restoring from `:hibernate` when a CocoonHibernation says so. A pod
-//!   of that name that is not this set's toolbox is a name collision, reported the same way.
+//!   missing → created, restoring from `:hibernate` when a CocoonHibernation says so.
+//! - A pod under a toolbox's name that is not this set's toolbox (someone else's pod) is a
+//!   name collision: that toolbox is skipped, the others are converged, and once nothing else
+//!   changed the collision is reported like an invalid spec (Ready False, reason
+//!   `NameCollision`, one Warning Event per change of the message). The foreign pod is not
+//!   watched, so the set looks again every 30 s until its name is free.
 //! - Toolbox pods no longer in the spec are deleted.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use kit::reconcile::Outcome;
 use kube::ResourceExt;
@@ -21,13 +26,22 @@ use crate::crd::ToolboxSpec;
 use crate::names::{self, Role};
 use crate::pods::{build, drift, state};
 
-/// Converges the toolbox pods; returns whether anything was written.
+/// How often a set whose toolbox name is taken by a foreign pod looks again (that pod is not
+/// watched).
+pub const COLLISION_RECHECK: Duration = Duration::from_secs(30);
+
+/// Converges the toolbox pods; returns whether anything was written. A name collision fails
+/// with [`Error::NameCollision`] once the other toolboxes are converged and nothing changed.
 pub async fn ensure_toolboxes(pass: &mut Pass<'_>) -> Result<bool, Error> {
     let toolboxes = pass.set.spec.toolboxes.clone().unwrap_or_default();
     validate(&toolboxes)?;
     let mut changed = false;
+    let mut collisions = Vec::new();
     for tb in &toolboxes {
-        changed |= ensure_one(pass, tb).await?;
+        match ensure_one(pass, tb).await {
+            Err(Error::NameCollision(what)) => collisions.push(what),
+            other => changed |= other?,
+        }
     }
     let wanted: BTreeSet<&str> = toolboxes.iter().map(|t| t.name.as_str()).collect();
     let extras: Vec<String> = pass
@@ -40,7 +54,11 @@ pub async fn ensure_toolboxes(pass: &mut Pass<'_>) -> Result<bool, Error> {
     for pod in &extras {
         pass.delete_pod(pod).await?;
     }
-    Ok(changed || !extras.is_empty())
+    let changed = changed || !extras.is_empty();
+    if !changed && !collisions.is_empty() {
+        return Err(Error::NameCollision(collisions.join("; ")));
+    }
+    Ok(changed)
 }
 
 /// Rejects toolbox lists no pod layout can satisfy.
@@ -97,23 +115,46 @@ async fn ensure_one(pass: &mut Pass<'_>, tb: &ToolboxSpec) -> Result<bool, Error
 }
 
 fn collision(pod: &str) -> Error {
-    Error::NameCollision(format!("pod {pod} exists and is not this set's toolbox"))
+    Error::NameCollision(format!(
+        "pod {pod} exists and is not this set's toolbox (rename or delete it)"
+    ))
 }
 
-/// Reports an invalid toolbox list in status and an Event; waits for a spec change.
-pub async fn report_invalid(pass: &Pass<'_>, message: String) -> Result<Outcome, Error> {
+/// What a spec problem (an invalid spec, a toolbox name taken by a foreign pod) is reported
+/// as: the Ready reason (also the Event reason) and when to look again. `None` for other
+/// errors.
+pub fn problem(err: &Error) -> Option<(&'static str, &str, Outcome)> {
+    match err {
+        // Only a spec change can help: the set's watch brings it.
+        Error::InvalidSpec(msg) => Some(("InvalidSpec", msg, Outcome::Done)),
+        // The foreign pod may go away; nothing watches it.
+        Error::NameCollision(msg) => Some((
+            "NameCollision",
+            msg,
+            Outcome::RequeueAfter(COLLISION_RECHECK),
+        )),
+        _ => None,
+    }
+}
+
+/// Reports a spec problem ([`problem`]) in the Ready condition and, when the message is
+/// new, a Warning Event; the pass then ends with the problem's outcome.
+pub async fn report(pass: &Pass<'_>, err: Error) -> Result<Outcome, Error> {
+    let Some((reason, message, outcome)) = problem(&err) else {
+        return Err(err);
+    };
     let already = pass
         .set
         .status
         .as_ref()
         .and_then(|s| kit::conditions::get(&s.conditions, "Ready"))
-        .is_some_and(|c| c.reason == "InvalidSpec" && c.message == message);
+        .is_some_and(|c| c.reason == reason && c.message == message);
     if !already {
-        pass.event(true, "InvalidSpec", message.clone()).await;
+        pass.event(true, reason, message.to_owned()).await;
     }
-    pass.write_status_noted(None, Some(("InvalidSpec", message)))
+    pass.write_status_noted(None, Some((reason, message.to_owned())))
         .await?;
-    Ok(Outcome::Done)
+    Ok(outcome)
 }
 
 #[cfg(test)]
@@ -135,5 +176,27 @@ mod tests {
         let int = validate(&[tb("7")]).unwrap_err();
         assert!(int.to_string().contains("must not be an integer"), "{int}");
         assert!(validate(&[tb("db-0")]).is_ok());
+    }
+
+    #[test]
+    fn problems_are_reported_with_their_reason_and_recheck() {
+        let invalid = Error::InvalidSpec("duplicate toolbox name \"db\"".into());
+        assert_eq!(
+            problem(&invalid),
+            Some((
+                "InvalidSpec",
+                "duplicate toolbox name \"db\"",
+                Outcome::Done
+            ))
+        );
+        let taken = collision("demo-db");
+        let (reason, message, outcome) = problem(&taken).expect("a toolbox problem");
+        assert_eq!(reason, "NameCollision");
+        assert_eq!(
+            message,
+            "pod demo-db exists and is not this set's toolbox (rename or delete it)"
+        );
+        assert_eq!(outcome, Outcome::RequeueAfter(COLLISION_RECHECK));
+        assert_eq!(problem(&Error::CacheNotReady), None);
     }
 }

@@ -2,6 +2,10 @@
 //! cocoonstack/cocoon-common: same names, defaults, enums, CEL rules, printer columns and
 //! status shape. One deliberate difference: the short name `cs` is not registered, because it
 //! shadows kubectl's built-in `cs` (componentstatuses); users type `cset` instead.
+// KubeSchema's schema-only copy of the spec struct inherits `serde(remote = "Self")` (see
+// `kit::optional_spec!`), so nothing reads that private copy's fields. Every real item here
+// is public, which dead-code analysis never flags, so this hides nothing else.
+#![allow(dead_code)]
 // kube's repeated `printcolumn(name = …, type_ = …)` arguments are not duplicates.
 #![allow(clippy::duplicated_attributes)]
 
@@ -17,7 +21,10 @@ use super::{Backend, ConnType, OsType};
 /// A group of VM-backed pods run by vk-cocoon: one main agent (slot 0), `agent.replicas`
 /// sub-agents forked from it (slots 1..replicas) and any number of named toolboxes.
 /// Setting `suspend` hibernates every VM into the snapshot registry; clearing it wakes them.
-#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+// `spec` is optional as upstream's schema has it: an absent spec deserialises to the empty
+// spec (Go's zero values), which the controller reports as an invalid spec.
+#[serde(remote = "Self")]
 #[kube(
     group = "cocoonset.cocoonstack.io",
     version = "v1",
@@ -141,7 +148,7 @@ pub enum HibernatePolicy {
 }
 
 /// The agent VMs of a CocoonSet.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
     /// Number of sub-agents; the main agent is always created in addition.
@@ -176,6 +183,8 @@ impl AgentSpec {
         self.replicas.unwrap_or(0).max(0)
     }
 }
+
+kit::optional_spec!(CocoonSetSpec);
 
 /// AgentMode defines the mode of an agent VM.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]

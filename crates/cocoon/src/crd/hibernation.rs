@@ -1,5 +1,9 @@
 //! The CocoonHibernation API (`cocoonset.cocoonstack.io/v1`), compatible with
 //! cocoonstack/cocoon-common: a per-pod request to hibernate or wake its VM.
+// KubeSchema's schema-only copy of the spec struct inherits `serde(remote = "Self")` (see
+// `kit::optional_spec!`), so nothing reads that private copy's fields. Every real item here
+// is public, which dead-code analysis never flags, so this hides nothing else.
+#![allow(dead_code)]
 // kube's repeated `printcolumn(name = …, type_ = …)` arguments are not duplicates.
 #![allow(clippy::duplicated_attributes)]
 
@@ -11,7 +15,10 @@ use serde::{Deserialize, Serialize};
 /// Hibernate or wake the VM behind one pod. Hibernate snapshots the VM to
 /// `<vmName>:hibernate` in the registry and stops it (the pod stays, as a placeholder); Wake
 /// restores it. By convention the CR is named like the pod.
-#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+// `spec` is optional as upstream's schema has it: an absent spec deserialises to the empty
+// spec, which the controller reports as a missing podRef.
+#[serde(remote = "Self")]
 #[kube(
     group = "cocoonset.cocoonstack.io",
     version = "v1",
@@ -43,8 +50,10 @@ pub struct CocoonHibernationSpec {
     pub desire: Desire,
 }
 
+kit::optional_spec!(CocoonHibernationSpec);
+
 /// A pod in the CR's namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct PodRef {
     /// Pod name.
     #[schemars(length(min = 1))]
@@ -52,11 +61,14 @@ pub struct PodRef {
 }
 
 /// What the CR asks for.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum Desire {
     /// Snapshot the VM to the registry and stop it.
     Hibernate,
+    // The default only fills an absent spec, which fails on its empty podRef first; `Wake`
+    // is the one that can never take a VM down.
     /// Restore the VM and drop its hibernation snapshot.
+    #[default]
     Wake,
 }
 

@@ -8,13 +8,15 @@ pub use cocoonset::*;
 pub use hibernation::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Every CRD of the cocoon operator, for `cargo xtask gen` and tests.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![CocoonSet::crd(), CocoonHibernation::crd()]
+    vec![
+        kit::crdschema::crd::<CocoonSet>(),
+        kit::crdschema::crd::<CocoonHibernation>(),
+    ]
 }
 
 /// OSType defines the guest operating system type.
@@ -89,5 +91,47 @@ impl ConnType {
             ConnType::Vnc => "vnc",
             ConnType::Adb => "adb",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_without_spec_reads_as_the_empty_spec() {
+        let set: CocoonSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cocoonset.cocoonstack.io/v1", "kind": "CocoonSet",
+            "metadata": {"name": "bare", "namespace": "ns"}
+        }))
+        .expect("a spec-less set deserialises");
+        assert_eq!(set.spec, CocoonSetSpec::default());
+        assert!(set.spec.agent.image.is_empty());
+        let null: CocoonHibernation = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cocoonset.cocoonstack.io/v1", "kind": "CocoonHibernation",
+            "metadata": {"name": "bare"}, "spec": null
+        }))
+        .expect("a null spec deserialises");
+        assert!(null.spec.pod_ref.name.is_empty());
+    }
+
+    #[test]
+    fn a_present_spec_still_round_trips() {
+        let v = serde_json::json!({
+            "apiVersion": "cocoonset.cocoonstack.io/v1", "kind": "CocoonHibernation",
+            "metadata": {"name": "h"}, "spec": {"podRef": {"name": "p"}, "desire": "Hibernate"}
+        });
+        let h: CocoonHibernation = serde_json::from_value(v.clone()).expect("deserialise");
+        assert_eq!(h.spec.desire, Desire::Hibernate);
+        assert_eq!(
+            serde_json::to_value(&h).expect("serialise")["spec"],
+            v["spec"]
+        );
+        let bad = serde_json::json!({"apiVersion": "cocoonset.cocoonstack.io/v1",
+            "kind": "CocoonHibernation", "metadata": {"name": "h"}, "spec": {"desire": "Sleep"}});
+        assert!(
+            serde_json::from_value::<CocoonHibernation>(bad).is_err(),
+            "bad values still fail"
+        );
     }
 }

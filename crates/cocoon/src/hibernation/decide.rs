@@ -5,18 +5,25 @@
 //! Contract:
 //! - A desire runs as its [`Flow`], except that a reverse desire first finishes the transition
 //!   in flight: `Hibernate` while `Waking` finishes the wake, `Wake` while `Hibernating`
-//!   finishes the hibernate.
+//!   finishes the hibernate. A pass that settles such a transition (`Hibernated`, `Active` or
+//!   `Failed` against the desire) says [`Next::Now`]: the desired flow starts on the next pass
+//!   at once. Nothing else would start it: the CR watch ignores the controller's own status
+//!   writes, and a settled pod changes no more ([`decide`], [`settle`]).
 //! - Hibernate is confirmed only by the lifecycle contract **and** the registry: lifecycle
 //!   `hibernated` written for the pod's current generation stamp (a stale round is rejected),
 //!   then `<vm>:hibernate` present. A tag alone proves nothing (it may be left from an earlier
 //!   round). Once `Hibernated` for a VM that is still reported hibernated, the registry is not
 //!   asked again.
 //! - A registry error before the deadline keeps `Hibernating` and fails the pass (retried with
-//!   back-off); at the deadline it becomes the timeout like any other unconfirmed hibernate.
+//!   back-off, but never later than the deadline: [`Next::RetryError`] carries the time left);
+//!   at the deadline it becomes the timeout like any other unconfirmed hibernate.
 //! - Wake completes when a container runs **and** vk-cocoon reported a VM id.
 //! - Deadlines count from the Ready condition's lastTransitionTime, which moves whenever
 //!   `Hibernating`/`Waking` is entered from another phase (so a retry after `Failed` starts a
-//!   fresh budget). A deadline applies only while the CR is already in that phase.
+//!   fresh budget). A deadline applies only while the CR is already in that phase. A timeout's
+//!   Ready message and Warning Event use upstream's exact words (`hibernate not confirmed
+//!   within 3m0s`, `wake timed out after 5m0s; vk-cocoon never reported the container
+//!   running`): alerting matches on them.
 //! - A bad reference (no pod, no VM name) is `Pending` with a message, except that `Hibernated`
 //!   and `Waking` are never demoted (they carry restore intent).
 
@@ -187,6 +194,14 @@ pub enum Flow {
 }
 
 impl Flow {
+    /// The flow `desire` asks for once nothing is in flight.
+    pub fn of(desire: Desire) -> Flow {
+        match desire {
+            Desire::Hibernate => Flow::Hibernate,
+            Desire::Wake => Flow::Wake,
+        }
+    }
+
     /// The desire's name, for messages.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -224,8 +239,12 @@ pub enum Next {
     Done,
     /// Look again after this delay.
     After(Duration),
-    /// Write the status, then fail the pass with the registry error (back-off).
-    RetryError,
+    /// Write the status, then fail the pass with the registry error: retried with back-off,
+    /// but within this long at the latest (the deadline's check).
+    RetryError(Duration),
+    /// A transition the desire no longer wants has settled: look again now, to start the
+    /// desired one.
+    Now,
 }
 
 /// The outcome of one pass of the state machine.
@@ -237,6 +256,9 @@ pub struct Decision {
     pub message: Option<String>,
     /// When to look again.
     pub next: Next,
+    /// The note of the Warning Event a timeout publishes (upstream words it differently from
+    /// the Ready message).
+    pub alert: Option<String>,
 }
 
 impl Decision {
@@ -245,8 +267,40 @@ impl Decision {
             phase,
             message: None,
             next: Next::Done,
+            alert: None,
         }
     }
+}
+
+/// One pass for `desire`: the flow it runs as ([`flow`]), that flow's step ([`hibernate`] or
+/// [`wake`]; `probe` is read by a hibernate only), then [`settle`].
+pub fn decide(
+    desire: Desire,
+    seen: &Seen,
+    pod: &PodFacts,
+    probe: Option<&Probe>,
+    now: Timestamp,
+    t: &Timeouts,
+) -> Decision {
+    let flow = flow(desire, seen.phase);
+    let d = match flow {
+        Flow::Hibernate => hibernate(seen, pod, probe, now, t),
+        Flow::Wake => wake(seen, pod, now, t),
+    };
+    settle(desire, flow, d)
+}
+
+/// A decision of `flow` for `desire`: when it settles a transition the desire does not want
+/// (the reverse flow finished in flight ends `Done`), look again [`Next::Now`] so the desired
+/// flow starts; anything else is kept.
+pub fn settle(desire: Desire, flow: Flow, d: Decision) -> Decision {
+    if d.next == Next::Done && flow != Flow::of(desire) {
+        return Decision {
+            next: Next::Now,
+            ..d
+        };
+    }
+    d
 }
 
 /// Whether a hibernate pass must ask the registry: vk-cocoon reports the VM hibernated, and
@@ -269,28 +323,35 @@ pub fn hibernate(
 ) -> Decision {
     let left = remaining(seen, Hibernating, t.hibernate, now);
     if pod.hibernated {
-        match probe {
-            None if confirmed(seen, pod) => return Decision::done(Hibernated),
-            Some(Probe::Present) => return Decision::done(Hibernated),
-            Some(Probe::Error(category)) if left.is_some() => {
+        match (probe, left) {
+            (None, _) if confirmed(seen, pod) => return Decision::done(Hibernated),
+            (Some(Probe::Present), _) => return Decision::done(Hibernated),
+            (Some(Probe::Error(category)), Some(left)) => {
                 return Decision {
                     phase: Hibernating,
                     message: Some(format!(
                         "confirming {}:hibernate in the registry failed ({category}); retrying",
                         pod.vm
                     )),
-                    next: Next::RetryError,
+                    next: Next::RetryError(past(left)),
+                    alert: None,
                 };
             }
             _ => {}
         }
     }
     match left {
-        None => failed(format!(
-            "hibernate not confirmed within {}{}",
-            go_duration(t.hibernate),
-            started(seen)
-        )),
+        None => failed(
+            format!(
+                "hibernate not confirmed within {}",
+                go_duration(t.hibernate)
+            ),
+            format!(
+                "snapshot {} not confirmed in the registry within {}",
+                pod.vm,
+                go_duration(t.hibernate)
+            ),
+        ),
         Some(left) => waiting(Hibernating, left, t.poll),
     }
 }
@@ -301,11 +362,16 @@ pub fn wake(seen: &Seen, pod: &PodFacts, now: Timestamp, t: &Timeouts) -> Decisi
         return Decision::done(Active);
     }
     match remaining(seen, Waking, t.wake, now) {
-        None => failed(format!(
-            "wake timed out after {}{}; vk-cocoon never reported the container running",
-            go_duration(t.wake),
-            started(seen)
-        )),
+        None => failed(
+            format!(
+                "wake timed out after {}; vk-cocoon never reported the container running",
+                go_duration(t.wake)
+            ),
+            format!(
+                "vk-cocoon did not report the container running within {}",
+                go_duration(t.wake)
+            ),
+        ),
         Some(left) => waiting(Waking, left, t.poll),
     }
 }
@@ -322,6 +388,7 @@ pub fn bad_ref(seen: &Seen, bad: &BadRef) -> Option<Decision> {
         phase,
         message: Some(bad.message()),
         next: Next::After(BAD_REF_RECHECK),
+        alert: None,
     })
 }
 
@@ -349,27 +416,26 @@ pub fn remaining(
 }
 
 fn waiting(phase: HibernationPhase, left: Duration, poll: Duration) -> Decision {
-    // One second past the deadline: lastTransitionTime has whole-second precision.
-    let next = poll.min(left + Duration::from_secs(1));
     Decision {
         phase,
         message: None,
-        next: Next::After(next),
+        next: Next::After(poll.min(past(left))),
+        alert: None,
     }
 }
 
-fn failed(message: String) -> Decision {
+// Just past a deadline `left` away: lastTransitionTime has whole-second precision.
+fn past(left: Duration) -> Duration {
+    left + Duration::from_secs(1)
+}
+
+fn failed(message: String, alert: String) -> Decision {
     Decision {
         phase: Failed,
         message: Some(message),
         next: Next::Done,
+        alert: Some(alert),
     }
-}
-
-fn started(seen: &Seen) -> String {
-    seen.since
-        .map(|s| format!(" (started {s})"))
-        .unwrap_or_default()
 }
 
 /// A duration as Go prints it: `3m0s`, `5m0s`, `45s`, `1h0m0s`.

@@ -35,6 +35,115 @@ const T: Timeouts = Timeouts {
 };
 
 #[test]
+fn a_settled_reverse_transition_acts_on_the_desire_at_once() {
+    // (desire, phase seen, pod, registry) -> (phase written, next). `asleep`: flag set and
+    // lifecycle hibernated; `awake`: no flag, VM live.
+    let (asleep, awake) = (pod(true, true, false), pod(false, false, true));
+    let (hib, wake) = (Desire::Hibernate, Desire::Wake);
+    let (tag, poll) = (Some(&Probe::Present), Next::After(POLL));
+    let cases = [
+        // Wake flipped while Hibernating: the hibernate finishes, then the wake starts now.
+        (wake, Some(Hibernating), &asleep, tag, Hibernated, Next::Now),
+        // Hibernate flipped while Waking: the wake finishes, then the hibernate starts now.
+        (hib, Some(Waking), &awake, None, Active, Next::Now),
+        // The reverse transition still in flight: poll as usual.
+        (wake, Some(Hibernating), &awake, None, Hibernating, poll),
+        (hib, Some(Waking), &asleep, None, Waking, poll),
+        // Settled where the desire wants it: converged.
+        (hib, Some(Hibernating), &asleep, tag, Hibernated, Next::Done),
+        (wake, Some(Waking), &awake, None, Active, Next::Done),
+        (hib, Some(Hibernated), &asleep, None, Hibernated, Next::Done),
+        (wake, Some(Active), &awake, None, Active, Next::Done),
+        // The pass after a settled reverse transition starts the desired flow.
+        (wake, Some(Hibernated), &asleep, None, Waking, poll),
+        (hib, Some(Active), &awake, None, Hibernating, poll),
+    ];
+    for (desire, phase, facts, probe, want_phase, want_next) in cases {
+        let d = decide(desire, &seen(phase, 0), facts, probe, t(5), &T);
+        let got = (d.phase, d.next);
+        assert_eq!(got, (want_phase, want_next), "{desire:?} in {phase:?}");
+    }
+}
+
+#[test]
+fn a_reverse_transition_that_times_out_hands_over_to_the_desire() {
+    // Wake flipped while Hibernating, and the hibernate never confirms: it fails as a
+    // hibernate (its own words), then the wake starts at once as a retry of the Failed CR.
+    let stuck = pod(true, false, true);
+    let d = decide(
+        Desire::Wake,
+        &seen(Some(Hibernating), 0),
+        &stuck,
+        None,
+        t(181),
+        &T,
+    );
+    assert_eq!((d.phase, d.next), (Failed, Next::Now));
+    assert_eq!(
+        d.message.as_deref(),
+        Some("hibernate not confirmed within 3m0s")
+    );
+    let d = decide(
+        Desire::Wake,
+        &seen(Some(Failed), 181),
+        &stuck,
+        None,
+        t(182),
+        &T,
+    );
+    assert_eq!(d.phase, Active, "the live VM is awake");
+    // A Failed CR whose desire it failed at waits for a change, as before.
+    let d = decide(
+        Desire::Hibernate,
+        &seen(Some(Hibernating), 0),
+        &stuck,
+        None,
+        t(181),
+        &T,
+    );
+    assert_eq!((d.phase, d.next), (Failed, Next::Done));
+}
+
+#[test]
+fn settle_only_touches_a_finished_reverse_flow() {
+    let done = |phase| Decision {
+        phase,
+        message: None,
+        next: Next::Done,
+        alert: None,
+    };
+    let cases = [
+        (Desire::Wake, Flow::Hibernate, Next::Done, Next::Now),
+        (Desire::Hibernate, Flow::Wake, Next::Done, Next::Now),
+        (Desire::Wake, Flow::Wake, Next::Done, Next::Done),
+        (Desire::Hibernate, Flow::Hibernate, Next::Done, Next::Done),
+        (
+            Desire::Wake,
+            Flow::Hibernate,
+            Next::After(POLL),
+            Next::After(POLL),
+        ),
+        (
+            Desire::Wake,
+            Flow::Hibernate,
+            Next::RetryError(POLL),
+            Next::RetryError(POLL),
+        ),
+    ];
+    for (desire, flow, next, want) in cases {
+        let d = settle(
+            desire,
+            flow,
+            Decision {
+                next,
+                ..done(Hibernated)
+            },
+        );
+        assert_eq!(d.next, want, "{desire:?} {flow:?} {next:?}");
+    }
+}
+
+#[test]
 fn reverse_desires_finish_the_transition_in_flight_first() {
     let cases = [
         (Desire::Hibernate, None, Flow::Hibernate),
@@ -88,7 +197,8 @@ fn wake_deadline_table() {
 }
 
 #[test]
-fn timeouts_are_dated_and_say_why() {
+fn timeouts_use_upstreams_exact_words() {
+    // Alerting and scripts match on these strings (docs/cocoon.md quotes them).
     let d = wake(
         &seen(Some(Waking), 0),
         &pod(false, false, false),
@@ -96,14 +206,13 @@ fn timeouts_are_dated_and_say_why() {
         &T,
     );
     assert_eq!(d.next, Next::Done);
-    let msg = d.message.expect("message");
-    assert!(
-        msg.starts_with("wake timed out after 5m0s (started 2023-11-14T22:13:20Z)"),
-        "{msg}"
+    assert_eq!(
+        d.message.as_deref(),
+        Some("wake timed out after 5m0s; vk-cocoon never reported the container running")
     );
-    assert!(
-        msg.ends_with("vk-cocoon never reported the container running"),
-        "{msg}"
+    assert_eq!(
+        d.alert.as_deref(),
+        Some("vk-cocoon did not report the container running within 5m0s")
     );
     let d = hibernate(
         &seen(Some(Hibernating), 0),
@@ -112,10 +221,29 @@ fn timeouts_are_dated_and_say_why() {
         t(200),
         &T,
     );
-    let msg = d.message.expect("message");
-    assert!(
-        msg.starts_with("hibernate not confirmed within 3m0s (started "),
-        "{msg}"
+    assert_eq!(
+        d.message.as_deref(),
+        Some("hibernate not confirmed within 3m0s")
+    );
+    assert_eq!(
+        d.alert.as_deref(),
+        Some("snapshot vk-ns-p not confirmed in the registry within 3m0s")
+    );
+    // A tuned deadline prints as Go prints the duration.
+    let short = Timeouts {
+        hibernate: Duration::from_secs(7),
+        ..T
+    };
+    let d = hibernate(
+        &seen(Some(Hibernating), 0),
+        &pod(true, false, true),
+        None,
+        t(8),
+        &short,
+    );
+    assert_eq!(
+        d.message.as_deref(),
+        Some("hibernate not confirmed within 7s")
     );
 }
 
@@ -199,13 +327,21 @@ fn registry_error_retries_until_the_deadline_then_fails() {
     let done = pod(true, true, false);
     let err = Probe::Error("RegistryUnreachable");
     let d = hibernate(&seen(Some(Hibernating), 0), &done, Some(&err), t(60), &T);
-    assert_eq!((d.phase, d.next), (Hibernating, Next::RetryError));
+    // The retry must come just past the deadline (120 s left) whatever the back-off.
+    let due = Next::RetryError(Duration::from_secs(121));
+    assert_eq!((d.phase, d.next), (Hibernating, due));
     assert!(d.message.expect("message").contains("RegistryUnreachable"));
     let d = hibernate(&seen(Some(Active), 0), &done, Some(&err), t(10_000), &T);
     assert_eq!(
         (d.phase, d.next),
-        (Hibernating, Next::RetryError),
+        (Hibernating, Next::RetryError(Duration::from_secs(181))),
         "entering starts the clock"
+    );
+    let d = hibernate(&seen(Some(Hibernating), 0), &done, Some(&err), t(180), &T);
+    assert_eq!(
+        d.next,
+        Next::RetryError(Duration::from_secs(1)),
+        "at the deadline: retry a second later"
     );
     let d = hibernate(&seen(Some(Hibernating), 0), &done, Some(&err), t(181), &T);
     assert_eq!(

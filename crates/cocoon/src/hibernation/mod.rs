@@ -6,7 +6,11 @@
 //! (entering Active: drop_tag) → write_status → publish`.
 //! - Hibernate sets `vm.cocoonstack.io/hibernate=true` on the pod and is confirmed by the
 //!   lifecycle contract plus the registry ([`decide`]); a registry error is returned so the
-//!   pass is retried with back-off, and an unconfirmed hibernate fails after its deadline.
+//!   pass is retried with back-off (capped so the retry comes by the deadline), and an
+//!   unconfirmed hibernate fails after its deadline.
+//! - A desire flipped while a transition is in flight finishes that transition first, then
+//!   the next pass starts at once on the desired one ([`decide::settle`]): the controller's
+//!   own status writes do not trigger passes, so the decision itself asks for it.
 //! - Wake removes the annotation, waits for a running container and a VM id, then drops
 //!   `<vm>:hibernate` (best effort); past its deadline it is `Failed` with a dated message.
 //! - A `Failed` CR is retried by the next pass that is triggered (its pod changed, the CR was
@@ -26,6 +30,7 @@ pub mod status;
 pub mod watch;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
@@ -64,6 +69,9 @@ pub enum Error {
         /// The registry error.
         #[source]
         source: RegistryError,
+        /// Just past the hibernate deadline: the retry must come by then, whatever the
+        /// back-off, so the timeout fires on time.
+        deadline_in: Duration,
     },
 }
 
@@ -74,6 +82,13 @@ impl ReconcileError for Error {
             Error::Apply(e) => e.category(),
             Error::Status(e) => e.category(),
             Error::Registry { .. } => "registry_probe",
+        }
+    }
+
+    fn retry_within(&self) -> Option<Duration> {
+        match self {
+            Error::Registry { deadline_in, .. } => Some(*deadline_in),
+            _ => None,
         }
     }
 }
@@ -156,10 +171,7 @@ async fn step(
     apply::hibernate_annotation(ctx, &ns, pod_name, want, pod.hibernate_set).await?;
     let (probe, probe_error) = probe_registry(ctx, flow, &seen, pod).await;
     let now = Timestamp::now();
-    let d = match flow {
-        Flow::Hibernate => decide::hibernate(&seen, pod, probe.as_ref(), now, &r.timeouts),
-        Flow::Wake => decide::wake(&seen, pod, now, &r.timeouts),
-    };
+    let d = decide::decide(cr.spec.desire, &seen, pod, probe.as_ref(), now, &r.timeouts);
     if d.phase == HibernationPhase::Active && seen.phase != Some(HibernationPhase::Active) {
         apply::drop_tag(ctx, cr, &pod.vm).await;
     }
@@ -167,11 +179,13 @@ async fn step(
     status::write(api, cr, &desired).await?;
     publish(ctx, cr, flow, &seen, &d, &pod.vm, now).await;
     match (d.next, probe_error) {
-        (Next::RetryError, Some(source)) => Err(Error::Registry {
+        (Next::RetryError(deadline_in), Some(source)) => Err(Error::Registry {
             vm: pod.vm.clone(),
             source,
+            deadline_in,
         }),
         (Next::After(after), _) => Ok(Outcome::RequeueAfter(after)),
+        (Next::Now, _) => Ok(Outcome::RequeueAfter(Duration::ZERO)),
         _ => Ok(Outcome::Done),
     }
 }

@@ -11,7 +11,8 @@
 //! - [`write`] patches the status subresource only when it differs.
 //! - [`transition`] lists the Events and the phase-duration sample of a transition; it is
 //!   called only after the status write succeeded, and the previous phase comes from a fresh
-//!   read, so each fires once per transition.
+//!   read, so each fires once per transition. A timeout's Warning Event carries the decision's
+//!   `alert` (upstream's Event wording), its Ready condition the decision's message.
 
 use std::time::Duration;
 
@@ -170,7 +171,8 @@ pub fn transition(
                 Flow::Hibernate => ("HibernateTimedOut", Hibernating),
                 Flow::Wake => ("WakeTimedOut", Waking),
             };
-            let message = d.message.clone().unwrap_or_default();
+            let message = d.alert.clone().or_else(|| d.message.clone());
+            let message = message.unwrap_or_default();
             notes.push(Note {
                 type_: EventType::Warning,
                 reason,

@@ -115,6 +115,7 @@ fn decision(phase: HibernationPhase, message: Option<&str>) -> Decision {
         phase,
         message: message.map(str::to_owned),
         next: Next::Done,
+        alert: None,
     }
 }
 
@@ -199,6 +200,38 @@ fn woken_active_and_timeouts() {
         t(181),
     );
     assert_eq!(reasons(&notes), ["HibernateTimedOut"]);
+    // A timeout decided by the state machine: the Event carries upstream's Event words.
+    let timed_out = crate::hibernation::decide::hibernate(
+        &Seen {
+            phase: Some(Hibernating),
+            since: Some(t(0)),
+            ..Seen::default()
+        },
+        &crate::hibernation::decide::PodFacts {
+            vm: "vk-ns-p".into(),
+            hibernate_set: true,
+            hibernated: false,
+            live: true,
+        },
+        None,
+        t(181),
+        &Default::default(),
+    );
+    let (notes, _) = transition(
+        Flow::Hibernate,
+        &seen(Hibernating, 0),
+        &timed_out,
+        "vk-ns-p",
+        "ns/p",
+        t(181),
+    );
+    assert_eq!(
+        (notes[0].reason, notes[0].message.as_str()),
+        (
+            "HibernateTimedOut",
+            "snapshot vk-ns-p not confirmed in the registry within 3m0s"
+        )
+    );
 }
 
 #[test]

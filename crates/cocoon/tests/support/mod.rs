@@ -78,16 +78,16 @@ impl Env {
                 .await
                 .expect("install CRD");
         }
-        vksim::label_nodes(&client, POOL)
-            .await
-            .expect("label nodes");
         let ns = TestNamespace::new(&client, prefix).await;
         let registry = RegistryServer::start().await.expect("start registry");
         let registry_url = registry.url();
+        // vk-cocoon on the plane's kwok nodes, pool `default`, for this namespace's pods.
         let cfg = SimConfig {
             registry_url: registry_url.clone(),
             registry_prefix: None,
             namespace: Some(ns.name.clone()),
+            nodes: vksim::Nodes::default(),
+            pool: POOL.to_owned(),
         };
         let sim = Simulator::start(client.clone(), cfg)
             .await

@@ -8,9 +8,11 @@ pub use instance::*;
 pub use task::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 
 /// Every CRD of the redroid operator, for `cargo xtask gen` and tests.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![RedroidInstance::crd(), RedroidTask::crd()]
+    vec![
+        kit::crdschema::crd::<RedroidInstance>(),
+        kit::crdschema::crd::<RedroidTask>(),
+    ]
 }

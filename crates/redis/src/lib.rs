@@ -1,0 +1,23 @@
+//! Flotilla's Redis operator: a CloudNativePG-style drop-in replacement for
+//! howl-cloud/redis-operator (`redis.io/v1`).
+//!
+//! One binary, `redis-operator`, with subcommands ([`cli`]): `controller` (the operator) and
+//! `copy-binary` (the data pods' init container).
+//!
+//! - [`crd`]: the API (RedisCluster, RedisBackup, RedisScheduledBackup).
+//! - [`names`]: the label/annotation/port/path contract.
+//! - [`instance_api`]: the typed HTTP API between the operator and the instance managers.
+//! - [`run`]: the `controller` process.
+//! - [`admission`]: the defaulting and validating webhooks and their PKI.
+//! - [`quantity`], [`schedule`]: Kubernetes quantities and backup schedules, pure.
+//! - [`copy_binary`]: installs the running binary into the data pods' shared volume.
+
+pub mod admission;
+pub mod cli;
+pub mod copy_binary;
+pub mod crd;
+pub mod instance_api;
+pub mod names;
+pub mod quantity;
+pub mod run;
+pub mod schedule;

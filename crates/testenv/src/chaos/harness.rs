@@ -1,0 +1,216 @@
+//! The kill harness: the operator under test runs as its own process (the real binary) and is
+//! SIGKILLed at seeded random moments, then restarted.
+//!
+//! Contract:
+//! - [`Operator::start`] spawns the binary with the given arguments and environment, its
+//!   stdout and stderr appended to one log file across restarts (each start is marked), in
+//!   its own process group, killed (SIGKILL) when dropped.
+//! - [`Operator::kill`] SIGKILLs it and waits until it is reaped; [`Operator::restart`] starts
+//!   it again with the same command.
+//! - [`KillSchedule`] gives the seeded gaps between kills: the same seed, the same gaps.
+//! - [`Operator::kill_repeatedly`] kills and restarts on the schedule until the token is
+//!   cancelled, and returns how many kills it made; the operator is left running.
+
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use std::os::unix::process::CommandExt as _;
+use tokio_util::sync::CancellationToken;
+
+/// One operator process under test.
+pub struct Operator {
+    binary: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    log: PathBuf,
+    child: Option<Child>,
+    starts: u32,
+}
+
+impl Operator {
+    /// Starts `binary args…` with `env` added, logging to `log`.
+    pub fn start(
+        binary: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        log: &Path,
+    ) -> anyhow::Result<Self> {
+        let mut op = Self {
+            binary: binary.to_path_buf(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            log: log.to_path_buf(),
+            child: None,
+            starts: 0,
+        };
+        op.restart()?;
+        Ok(op)
+    }
+
+    /// Starts the process again (after a kill, or if it exited).
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.starts += 1;
+        let mut log = File::options().create(true).append(true).open(&self.log)?;
+        writeln!(
+            log,
+            "---- start {} of {} ----",
+            self.starts,
+            self.binary.display()
+        )?;
+        let child = Command::new(&self.binary)
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", self.binary.display()))?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILLs the process and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Whether the process still runs.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// How many times it was started.
+    pub fn starts(&self) -> u32 {
+        self.starts
+    }
+
+    /// The log file.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// Kills and restarts on `schedule` until `stop` is cancelled; returns the number of kills.
+    /// The operator is running when this returns.
+    pub async fn kill_repeatedly(
+        &mut self,
+        mut schedule: KillSchedule,
+        stop: CancellationToken,
+    ) -> anyhow::Result<u32> {
+        let mut kills = 0;
+        loop {
+            let gap = schedule.next_gap();
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(gap) => {} // the seeded moment of the next kill
+            }
+            self.kill();
+            kills += 1;
+            tracing::info!(target: "testenv::chaos", seed = schedule.seed, kills, "operator SIGKILLed; restarting");
+            self.restart()?;
+        }
+        if !self.running() {
+            self.restart()?;
+        }
+        Ok(kills)
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Seeded gaps between kills, uniform in `[min, max]`.
+#[derive(Clone, Debug)]
+pub struct KillSchedule {
+    /// The seed.
+    pub seed: u64,
+    min: Duration,
+    max: Duration,
+    state: u64,
+}
+
+impl KillSchedule {
+    /// Gaps between `min` and `max` from `seed`.
+    pub fn new(seed: u64, min: Duration, max: Duration) -> Self {
+        Self {
+            seed,
+            min,
+            max: max.max(min),
+            state: seed ^ 0xA5A5_5A5A_DEAD_BEEF,
+        }
+    }
+
+    /// The next gap.
+    pub fn next_gap(&mut self) -> Duration {
+        // xorshift64*: small and ours.
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        let r = self.state.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        let unit = (r >> 11) as f64 / (1u64 << 53) as f64;
+        self.min + (self.max - self.min).mul_f64(unit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_replay_from_the_seed_and_stay_in_bounds() {
+        let (min, max) = (Duration::from_millis(100), Duration::from_secs(2));
+        let a: Vec<_> = {
+            let mut s = KillSchedule::new(9, min, max);
+            (0..100).map(|_| s.next_gap()).collect()
+        };
+        let b: Vec<_> = {
+            let mut s = KillSchedule::new(9, min, max);
+            (0..100).map(|_| s.next_gap()).collect()
+        };
+        assert_eq!(a, b);
+        assert!(a.iter().all(|g| *g >= min && *g <= max));
+        let distinct: std::collections::BTreeSet<_> = a.iter().collect();
+        assert!(distinct.len() > 90, "gaps vary");
+    }
+
+    #[tokio::test]
+    async fn a_killed_process_is_restarted_and_left_running() {
+        let dir = std::env::temp_dir().join(format!("chaos-harness-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut op = Operator::start(Path::new("/bin/sleep"), &["300"], &[], &dir.join("log"))
+            .expect("start");
+        assert!(op.running());
+        let stop = CancellationToken::new();
+        let stopper = stop.clone();
+        let schedule = KillSchedule::new(1, Duration::from_millis(20), Duration::from_millis(40));
+        let kill = tokio::spawn(async move {
+            let kills = op.kill_repeatedly(schedule, stop).await.expect("kills");
+            (kills, op)
+        });
+        // Let a few kills happen; the harness counts them, so the test asserts on the count.
+        tokio::time::sleep(Duration::from_millis(300)).await; // the window in which kills are made
+        stopper.cancel();
+        let (kills, mut op) = kill.await.expect("join");
+        assert!(kills >= 3, "{kills} kills");
+        assert_eq!(op.starts(), kills + 1);
+        assert!(op.running(), "left running");
+        let log = std::fs::read_to_string(op.log()).unwrap();
+        assert_eq!(log.matches("---- start").count() as u32, kills + 1);
+        drop(op);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

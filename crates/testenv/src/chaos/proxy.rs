@@ -1,0 +1,351 @@
+//! A fault-injecting proxy in front of the local plane's API server.
+//!
+//! Contract:
+//! - [`FaultProxy::start`] listens on 127.0.0.1 (a free port) with the API server's own serving
+//!   certificate, so a client that trusts the plane trusts the proxy: the operator under test
+//!   gets a kubeconfig that differs from the plane's only in the port ([`FaultProxy::kubeconfig`])
+//!   and cannot tell the proxy is there. Requests are forwarded over TLS to the API server with
+//!   their own credentials (a bearer token passes through; client certificates cannot, so use a
+//!   ServiceAccount token, as operator tests do anyway).
+//! - Each request is numbered in arrival order and gets the fault [`Plan::decide`] gives it.
+//!   Every fault is logged (tracing, target `testenv::chaos`) with the seed, the number, the
+//!   method and the path, and kept in [`FaultProxy::log`]; [`FaultProxy::counts`] sums them
+//!   by kind.
+//! - Faults: error statuses are answered as the API server would (a `Status` JSON body, a
+//!   `Retry-After` header on 429); a reset closes the connection with no answer, before
+//!   forwarding or after the API server answered a write; a cut watch ends with a broken
+//!   stream; `Gone` answers a resumed watch with the ERROR event the API server sends for an
+//!   expired resourceVersion.
+//! - [`FaultProxy::set_rates`] changes the rates of a running proxy (a scenario can stop
+//!   injecting before it checks convergence).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::plan::{Class, Fault, Plan, Rates, classify};
+use crate::plane;
+
+type Body = BoxBody<Bytes, std::io::Error>;
+type Upstream = HttpClient<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Incoming,
+>;
+
+/// One injected fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultRecord {
+    /// The request's number.
+    pub n: u64,
+    /// The fault's name ([`Fault::name`]).
+    pub fault: &'static str,
+    /// `METHOD path?query`.
+    pub request: String,
+}
+
+struct Shared {
+    plan: Mutex<Plan>,
+    next: AtomicU64,
+    log: Mutex<Vec<FaultRecord>>,
+    upstream: Upstream,
+    api: String,
+}
+
+/// A running proxy; stops when dropped.
+pub struct FaultProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl FaultProxy {
+    /// Starts a proxy in front of the running plane's API server with `plan`.
+    pub async fn start(plan: Plan) -> anyhow::Result<Self> {
+        let state = plane::read_state().ok_or_else(|| anyhow::anyhow!("no local plane"))?;
+        let pki = plane::plane_dir().join("pki");
+        let tls = server_tls(&pki.join("apiserver.crt"), &pki.join("apiserver.key"))?;
+        let upstream = upstream_client(&pki.join("ca.crt"))?;
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tracing::info!(target: "testenv::chaos", seed = plan.seed, %addr, "fault proxy listening");
+        let shared = Arc::new(Shared {
+            plan: Mutex::new(plan),
+            next: AtomicU64::new(0),
+            log: Mutex::new(Vec::new()),
+            upstream,
+            api: format!("https://127.0.0.1:{}", state.api_port),
+        });
+        let stop = CancellationToken::new();
+        tokio::spawn(serve(listener, tls, shared.clone(), stop.clone()));
+        Ok(Self { addr, shared, stop })
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// A kubeconfig for `token` pointing at the proxy, written to `path` (mode 0600).
+    pub fn kubeconfig(&self, path: &Path, token: &str, namespace: &str) -> anyhow::Result<()> {
+        crate::identity::write_kubeconfig_for_server(path, &self.url(), token, namespace)
+    }
+
+    /// Replaces the fault rates (the seed and the numbering go on).
+    pub fn set_rates(&self, rates: Rates) {
+        lock(&self.shared.plan).rates = rates;
+    }
+
+    /// Every fault injected so far, in order.
+    pub fn log(&self) -> Vec<FaultRecord> {
+        lock(&self.shared.log).clone()
+    }
+
+    /// Faults injected so far, by kind.
+    pub fn counts(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let mut m = std::collections::BTreeMap::new();
+        for r in lock(&self.shared.log).iter() {
+            *m.entry(r.fault).or_default() += 1;
+        }
+        m
+    }
+
+    /// Requests seen so far.
+    pub fn requests(&self) -> u64 {
+        self.shared.next.load(Ordering::Relaxed)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn server_tls(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?;
+    let key = PrivateKeyDer::from_pem_file(key)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+fn upstream_client(ca: &PathBuf) -> anyhow::Result<Upstream> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca)? {
+        roots.add(c?)?;
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_http1()
+        .build();
+    Ok(HttpClient::builder(TokioExecutor::new()).build(https))
+}
+
+async fn serve(
+    listener: TcpListener,
+    tls: tokio_rustls::TlsAcceptor,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let Ok((tcp, _)) = accepted else { continue };
+        let (tls, shared, stop) = (tls.clone(), shared.clone(), stop.clone());
+        tokio::spawn(async move {
+            let Ok(stream) = tls.accept(tcp).await else {
+                return;
+            };
+            let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = conn => {}
+            }
+        });
+    }
+}
+
+/// Why a connection is dropped on purpose.
+#[derive(Debug, thiserror::Error)]
+#[error("fault injected: connection reset")]
+struct Reset;
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Reset> {
+    let n = shared.next.fetch_add(1, Ordering::Relaxed);
+    let class = classify(req.method(), req.uri().query());
+    let (fault, seed) = {
+        let plan = lock(&shared.plan);
+        (plan.decide(n, class), plan.seed)
+    };
+    let described = format!(
+        "{} {}",
+        req.method(),
+        req.uri().path_and_query().map_or("/", |p| p.as_str())
+    );
+    if fault != Fault::None {
+        tracing::info!(target: "testenv::chaos", seed, n, fault = fault.name(), request = %described, "injecting");
+        lock(&shared.log).push(FaultRecord {
+            n,
+            fault: fault.name(),
+            request: described,
+        });
+    }
+    match fault {
+        Fault::Conflict => Ok(status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "the object has been modified; please apply your changes to the latest version and try again",
+            None,
+        )),
+        Fault::Throttle(after) => Ok(status(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TooManyRequests",
+            "too many requests, please try again later",
+            Some(after),
+        )),
+        Fault::ServerError => Ok(status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "an error on the server (\"injected\") has prevented the request from succeeding",
+            None,
+        )),
+        Fault::Unavailable => Ok(status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+            None,
+        )),
+        Fault::ResetBefore => Err(Reset),
+        Fault::Gone => Ok(gone(class)),
+        Fault::Latency(d) => {
+            tokio::time::sleep(d).await;
+            forward(&shared, req, None).await
+        }
+        Fault::ResetAfter => {
+            // The write reaches the API server; its answer never reaches the client.
+            let _ = forward(&shared, req, None).await;
+            Err(Reset)
+        }
+        Fault::CutWatch(after) => forward(&shared, req, Some(after)).await,
+        Fault::None => forward(&shared, req, None).await,
+    }
+}
+
+async fn forward(
+    shared: &Shared,
+    req: Request<Incoming>,
+    cut_after: Option<Duration>,
+) -> Result<Response<Body>, Reset> {
+    let (mut parts, body) = req.into_parts();
+    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    parts.uri = format!("{}{pq}", shared.api).parse().map_err(|_| Reset)?;
+    parts.headers.remove(http::header::HOST);
+    let upstream = shared
+        .upstream
+        .request(Request::from_parts(parts, body))
+        .await
+        .map_err(|_| Reset)?;
+    let (parts, body) = upstream.into_parts();
+    let body = body.map_err(std::io::Error::other);
+    let body: Body = match cut_after {
+        None => body.boxed(),
+        Some(after) => {
+            let deadline = tokio::time::Instant::now() + after;
+            let frames = body.into_data_stream().map(|r| r.map(Frame::data));
+            let cut = futures::stream::once(async move {
+                tokio::time::sleep_until(deadline).await;
+                Err(std::io::Error::other("fault injected: watch cut"))
+            });
+            // Frames until the deadline, then the error that breaks the stream.
+            let stream = frames
+                .take_until(tokio::time::sleep_until(deadline))
+                .chain(cut);
+            BodyExt::boxed(StreamBody::new(stream))
+        }
+    };
+    Ok(Response::from_parts(parts, body))
+}
+
+fn full(body: Bytes) -> Body {
+    Full::new(body)
+        .map_err(|never: Infallible| match never {})
+        .boxed()
+}
+
+fn status(
+    code: StatusCode,
+    reason: &str,
+    message: &str,
+    retry_after: Option<u64>,
+) -> Response<Body> {
+    let mut details = serde_json::json!({});
+    if let Some(s) = retry_after {
+        details = serde_json::json!({"retryAfterSeconds": s});
+    }
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason,
+        "details": details, "code": code.as_u16(),
+    });
+    let mut resp = Response::builder()
+        .status(code)
+        .header(http::header::CONTENT_TYPE, "application/json");
+    if let Some(s) = retry_after {
+        resp = resp.header(http::header::RETRY_AFTER, s.to_string());
+    }
+    resp.body(full(Bytes::from(body.to_string())))
+        .expect("a static response builds")
+}
+
+fn gone(_class: Class) -> Response<Body> {
+    let event = serde_json::json!({
+        "type": "ERROR",
+        "object": {
+            "kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": "too old resource version: injected",
+            "reason": "Expired", "code": 410,
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(full(Bytes::from(format!("{event}\n"))))
+        .expect("a static response builds")
+}
