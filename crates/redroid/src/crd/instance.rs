@@ -311,6 +311,12 @@ pub struct RedroidInstanceStatus {
     /// Stable ADB address: `<service>.<namespace>.svc.cluster.local:<adbPort>`, set while Running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adb_address: Option<String>,
+    /// The instance's ADB Service (it exists even while the instance is stopped): named like
+    /// the instance when the name is a valid Service name (a DNS-1035 label: lower-case
+    /// letters, digits and `-`, starting with a letter, at most 63 characters), otherwise
+    /// `redroid-<name>-<hash>` derived from it. A Flotilla addition to upstream's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
     /// `Ready` and `Scheduled`, with reasons and messages.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
