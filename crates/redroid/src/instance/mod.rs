@@ -166,7 +166,8 @@ pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result
         .as_ref()
         .filter(|_| want == validate::Want::Run && block.is_none())
         .map(build::pod::pod);
-    if let Some(m) = &model {
+    let runnable = !matches!(block, Some(validate::Block::Invalid(_)));
+    if let Some(m) = model.as_ref().filter(|_| runnable) {
         let service = build::service::service(m);
         apply::service(ctx, &inst, &service, seen.service.as_ref()).await?;
     }
@@ -206,6 +207,9 @@ fn requeue(
         || matches!(block, Some(validate::Block::Conflict { pod: true, .. }));
     let backstop = if waiting_for_pod {
         Outcome::RequeueAfter(WAIT)
+    } else if matches!(block, Some(validate::Block::Invalid(_))) {
+        // Only a spec change helps, and the instance's own watch brings it.
+        Outcome::Done
     } else if block.is_some() {
         Outcome::RequeueAfter(BLOCKED_RECHECK)
     } else {

@@ -52,6 +52,9 @@ pub enum Block {
     },
     /// A task's data sidecar uses the instance's data (`DataInUse`).
     DataInUse(String),
+    /// The spec cannot run (`InvalidSpec`); only an object stored without spec, which the
+    /// schema allows as upstream's does, gets here: its fields are Go's zero values.
+    Invalid(String),
 }
 
 impl Block {
@@ -60,6 +63,7 @@ impl Block {
         match self {
             Block::Conflict { kind, .. } => kind.reason(),
             Block::DataInUse(_) => "DataInUse",
+            Block::Invalid(_) => "InvalidSpec",
         }
     }
 
@@ -69,8 +73,33 @@ impl Block {
             Block::Conflict { message, .. } | Block::DataInUse(message) => {
                 format!("Not started: {message}.")
             }
+            Block::Invalid(message) => format!("Not started: {message}."),
         }
     }
+}
+
+/// What makes a spec impossible to run, if anything. The schema requires or defaults every
+/// field checked here, so only an object stored without spec (Go's zero values) fails.
+pub fn spec_problem(spec: &RedroidInstanceSpec) -> Option<String> {
+    let mut missing = Vec::new();
+    if spec.image.is_empty() {
+        missing.push("spec.image");
+    }
+    if spec.shared_data_pvc.is_empty() {
+        missing.push("spec.sharedDataPVC");
+    }
+    if spec.diff_data_pvc.is_empty() && !spec.base_mode {
+        missing.push("spec.diffDataPVC");
+    }
+    if !(1..=65535).contains(&spec.adb_port) {
+        missing.push("spec.adbPort");
+    }
+    (!missing.is_empty()).then(|| {
+        format!(
+            "the spec is missing or incomplete ({} not set); give the instance a spec with at least spec.index",
+            missing.join(", ")
+        )
+    })
 }
 
 /// Which overrides have expired at `now`.
@@ -157,6 +186,9 @@ pub fn block(
     sidecars: &[Pod],
     now: Timestamp,
 ) -> Option<Block> {
+    if let Some(problem) = spec_problem(&inst.spec) {
+        return Some(Block::Invalid(problem));
+    }
     let mine = Usage::of_spec(&inst.spec);
     if let Some(w) = conflict_winner(inst, peers, now) {
         let theirs = Usage::of_spec(&w.spec);
@@ -352,6 +384,53 @@ pub fn pod_step(pods: &[Pod], uid: &str, desired_hash: Option<&str>) -> PodStep 
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_a_spec_with_go_zero_values_is_a_spec_problem() {
+        let full: RedroidInstanceSpec =
+            serde_json::from_value(serde_json::json!({"index": 0})).expect("spec");
+        assert_eq!(
+            spec_problem(&full),
+            None,
+            "schema defaults fill every field"
+        );
+        let empty = RedroidInstanceSpec::default();
+        let msg = spec_problem(&empty).expect("a problem");
+        for field in [
+            "spec.image",
+            "spec.sharedDataPVC",
+            "spec.diffDataPVC",
+            "spec.adbPort",
+        ] {
+            assert!(msg.contains(field), "{msg}");
+        }
+        let base = RedroidInstanceSpec {
+            base_mode: true,
+            ..full.clone()
+        };
+        let base = RedroidInstanceSpec {
+            diff_data_pvc: String::new(),
+            ..base
+        };
+        assert_eq!(spec_problem(&base), None, "baseMode needs no diff PVC");
+    }
+
+    #[test]
+    fn an_object_without_spec_deserialises_to_zero_values() {
+        let inst: RedroidInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "redroid.isning.moe/v1alpha1", "kind": "RedroidInstance",
+            "metadata": {"name": "bare"}
+        }))
+        .expect("spec-less");
+        assert_eq!(inst.spec, RedroidInstanceSpec::default());
+        let with: RedroidInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "redroid.isning.moe/v1alpha1", "kind": "RedroidInstance",
+            "metadata": {"name": "a"}, "spec": {"index": 2}
+        }))
+        .expect("with spec");
+        assert_eq!(with.spec.index, 2);
+        assert_eq!(with.spec.adb_port, 5555, "serde defaults still apply");
+    }
     use super::*;
 
     fn inst(yaml: &str) -> RedroidInstance {
