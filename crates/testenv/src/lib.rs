@@ -10,6 +10,7 @@ pub mod identity;
 pub mod pki;
 pub mod plane;
 pub mod process;
+pub mod procnode;
 pub mod rbac;
 pub mod registry;
 mod support;
