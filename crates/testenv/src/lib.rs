@@ -7,6 +7,7 @@
 
 pub mod admission;
 pub mod identity;
+pub mod packages;
 pub mod pki;
 pub mod plane;
 pub mod process;

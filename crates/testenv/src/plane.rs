@@ -171,6 +171,11 @@ fn up_blocking() -> anyhow::Result<Up> {
         stop(&state);
     }
     let bin = ensure_binaries()?;
+    crate::packages::ensure(
+        "/usr/sbin/ip",
+        "iproute2",
+        "pod networks of the process-backed nodes",
+    )?;
     let agent = crate::procnode::build_agent()?;
     clean_dir()?;
     let state = start_plane(&bin, &agent, &rt)?;

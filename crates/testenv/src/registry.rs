@@ -30,37 +30,11 @@ pub const REGISTRY_BINARY: &str = "/usr/bin/docker-registry";
 /// apt-get when it is missing and this process may (root with apt-get), else explains what to
 /// install. Its service is not started: tests run their own servers on free loopback ports.
 pub fn ensure_installed() -> anyhow::Result<()> {
-    if Path::new(REGISTRY_BINARY).exists() {
-        return Ok(());
-    }
-    // Effective uid, the second field of /proc/self/status's "Uid:" line.
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|v| v.split_whitespace().nth(1));
-    let root = euid == Some("0");
-    anyhow::ensure!(
-        root && Path::new("/usr/bin/apt-get").exists(),
-        "{REGISTRY_BINARY} is missing: install Debian's docker-registry package \
-         (apt-get install docker-registry)"
-    );
-    eprintln!("installing Debian's docker-registry package (a real OCI registry for the tests)");
-    let apt = |args: &[&str]| {
-        Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .map(|s| s.success())
-    };
-    if !apt(&["install", "-y", "-qq", "docker-registry"])? {
-        anyhow::ensure!(apt(&["update", "-qq"])?, "apt-get update failed");
-        anyhow::ensure!(
-            apt(&["install", "-y", "-qq", "docker-registry"])?,
-            "apt-get install docker-registry failed"
-        );
-    }
-    Ok(())
+    crate::packages::ensure(
+        REGISTRY_BINARY,
+        "docker-registry",
+        "a real OCI registry for the cocoon tests",
+    )
 }
 
 const PROBE_AGENT: &str = "testenv-registry-ready";

@@ -11,7 +11,7 @@
 //!   | image | host files | entrypoint / cmd |
 //!   |---|---|---|
 //!   | `ghcr.io/flotilla/<bin>:*` | `<agent's target dir>/<bin>` at `/<bin>` | `/<bin>` |
-//!   | `redis:*` | Debian's `redis-check-rdb` (the redis-server executable) at `/usr/local/bin/redis-server` and `…/redis-sentinel`, `redis-cli`, `redis-check-aof` | `redis-server`, workdir `/data` |
+//!   | `redis:*` | Debian's `redis-check-rdb` (the redis-server executable) at `/usr/local/bin/redis-server` and `…/redis-sentinel`, `redis-cli`, `redis-check-aof` | the official entrypoint's rule (bare arguments go to `redis-server`), cmd `redis-server`, workdir `/data` |
 //!   | `debian:*` | none (the host is Debian) | `bash` |
 //!
 //! - An image without an entry, or whose host files are missing, does not resolve: the error
@@ -120,6 +120,13 @@ pub struct Resolved {
     pub image_id: String,
 }
 
+/// What the official redis image's entrypoint does (bar dropping root for the `redis` user):
+/// bare arguments (`--port 1`, `x.conf`) are redis-server's; and, as the image is built with
+/// protected mode off, redis-server gets `--protected-mode no` unless the arguments set it.
+const REDIS_ENTRYPOINT: &str = r#"if [ "${1#-}" != "$1" ] || [ "${1%.conf}" != "$1" ]; then set -- redis-server "$@"; fi
+if [ "$1" = redis-server ]; then case " $* " in *" --protected-mode "*) ;; *) set -- "$@" --protected-mode no ;; esac; fi
+exec "$@""#;
+
 /// Repositories under which every name is a workspace binary.
 const OWN_REGISTRY: &str = "ghcr.io/flotilla/";
 
@@ -188,6 +195,14 @@ impl Table {
                         .iter()
                         .map(|(c, h)| (c.to_string(), h.to_string()))
                         .collect(),
+                    // The official image's docker-entrypoint.sh: arguments alone (`--port 1`,
+                    // `x.conf`) are redis-server's.
+                    entrypoint: vec![
+                        "sh".into(),
+                        "-c".into(),
+                        REDIS_ENTRYPOINT.into(),
+                        "docker-entrypoint.sh".into(),
+                    ],
                     cmd: vec!["redis-server".into()],
                     working_dir: Some("/data".into()),
                     ..ImageEntry::default()
@@ -336,6 +351,7 @@ mod tests {
         // Docker Hub short names.
         let redis = t.resolve("redis:7.0").expect("redis");
         assert_eq!(redis.entry.cmd, ["redis-server"]);
+        assert_eq!(redis.entry.entrypoint[3], "docker-entrypoint.sh");
         assert_eq!(
             redis
                 .entry

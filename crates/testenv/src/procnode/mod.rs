@@ -110,6 +110,21 @@ pub fn main(args: Vec<String>) -> i32 {
     }
 }
 
+/// Installs what the process-backed nodes need on the host when missing: iproute2 (`ip`, for
+/// the pod networks) and redis-tools (the `redis` image's host programs).
+pub fn ensure_host_packages() -> anyhow::Result<()> {
+    crate::packages::ensure(
+        "/usr/sbin/ip",
+        "iproute2",
+        "pod networks of the process-backed nodes",
+    )?;
+    crate::packages::ensure(
+        "/usr/bin/redis-check-rdb",
+        "redis-tools",
+        "the redis image on process-backed nodes",
+    )
+}
+
 /// The toleration of the process-backed nodes' taint.
 pub fn toleration() -> Toleration {
     Toleration {

@@ -25,6 +25,7 @@ use super::spec::ShimEvent;
 pub struct Launched {
     /// Host pid of the container's init (its PID 1).
     pub pid: i32,
+    cgroup: std::path::PathBuf,
     shim: Child,
     events: Lines<BufReader<ChildStdout>>,
     _lifeline: Option<ChildStdin>,
@@ -47,7 +48,7 @@ impl Exit {
 }
 
 /// Starts the run described by `spec_path`.
-pub async fn launch(spec_path: &Path) -> Result<Launched, String> {
+pub async fn launch(spec_path: &Path, cgroup: &Path) -> Result<Launched, String> {
     let mut shim = tokio::process::Command::new("/proc/self/exe")
         .arg("shim")
         .arg(spec_path)
@@ -62,6 +63,7 @@ pub async fn launch(spec_path: &Path) -> Result<Launched, String> {
     match next_event(&mut events).await {
         Some(ShimEvent::Started { pid }) => Ok(Launched {
             pid,
+            cgroup: cgroup.to_path_buf(),
             shim,
             events,
             _lifeline: lifeline,
@@ -72,6 +74,7 @@ pub async fn launch(spec_path: &Path) -> Result<Launched, String> {
         }
         other => {
             let _ = shim.kill().await;
+            let _ = super::cgroup::kill_now(cgroup.to_path_buf());
             Err(format!("the shim reported {other:?} instead of a start"))
         }
     }
@@ -93,8 +96,9 @@ impl Launched {
             match next_event(&mut self.events).await {
                 Some(ShimEvent::Exited { code, signal }) => break Exit { code, signal },
                 Some(_) => continue,
-                // The shim died without reporting (killed): the container went with it.
+                // The shim died without reporting: make sure the container goes with it.
                 None => {
+                    let _ = super::cgroup::kill_now(self.cgroup.clone());
                     break Exit {
                         code: None,
                         signal: Some(9),

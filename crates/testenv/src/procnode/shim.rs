@@ -55,6 +55,19 @@ fn run(spec: &RunSpec, spec_path: &Path) -> Result<(), String> {
     let me = std::process::id().to_string();
     fs::write(spec.cgroup.join("cgroup.procs"), &me)
         .map_err(|e| format!("joining cgroup {}: {e}", spec.cgroup.display()))?;
+    // The lifeline, started first: a process that unshared its PID namespace cannot start
+    // threads any more.
+    let cgroup = spec.cgroup.clone();
+    std::thread::Builder::new()
+        .name("lifeline".into())
+        .spawn(move || {
+            let mut sink = [0u8; 64];
+            let mut stdin = std::io::stdin().lock();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            // The agent is gone: take the container with us.
+            let _ = fs::write(cgroup.join("cgroup.kill"), "1");
+        })
+        .map_err(|e| format!("starting the lifeline thread: {e}"))?;
     let netns =
         File::open(&spec.netns).map_err(|e| format!("opening {}: {e}", spec.netns.display()))?;
     setns(netns.as_fd(), CloneFlags::CLONE_NEWNET)
@@ -78,14 +91,6 @@ fn run(spec: &RunSpec, spec_path: &Path) -> Result<(), String> {
     let _ = fs::write(spec.shim_cgroup.join("cgroup.procs"), &me);
     report(&ShimEvent::Started {
         pid: child.id() as i32,
-    });
-    let cgroup = spec.cgroup.clone();
-    std::thread::spawn(move || {
-        let mut sink = [0u8; 64];
-        let mut stdin = std::io::stdin().lock();
-        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-        // The agent is gone: take the container with us.
-        let _ = fs::write(cgroup.join("cgroup.kill"), "1");
     });
     let status = child.wait().map_err(|e| format!("waiting for init: {e}"))?;
     report(&ShimEvent::Exited {

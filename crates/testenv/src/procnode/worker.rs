@@ -740,7 +740,7 @@ impl Worker {
                 Some(&spec.name),
             );
         }
-        match runtime::launch(&spec_path).await {
+        match runtime::launch(&spec_path, &run_spec.cgroup).await {
             Ok(launched) => {
                 let pid = launched.pid;
                 let c = &mut self.ctrs[i];
