@@ -45,7 +45,7 @@ async fn env_command_args_and_working_dir_resolve_like_the_kubelet() {
     create(&c, &ns.name, "env", json!({"containers": [{"name": "main", "image": DEBIAN,
         "workingDir": "/var/lib/app",
         "command": ["sh", "-c"],
-        "args": ["echo name=$(NAME) ns=$NS ip=$IP mode=$(MODE) pw=$PASSWORD level=$LEVEL cwd=$(pwd) escaped=$$(NAME) api=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT host=$HOSTNAME; sleep infinity"],
+        "args": ["echo name=$(NAME) ns=$NS ip=$IP mode=$(MODE) pw=$PASSWORD level=$LEVEL cwd=$(pwd) escaped='$$(NAME)' api=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT host=$HOSTNAME; sleep infinity"],
         "envFrom": [{"configMapRef": {"name": "cfg"}}],
         "env": [
             {"name": "NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
