@@ -6,7 +6,9 @@
 //! 127.0.0.1 and pods get 127.1.x.y addresses. See `docs/testenv.md`.
 
 pub mod admission;
+pub mod deployed;
 pub mod identity;
+pub mod kustomize;
 pub mod packages;
 pub mod pki;
 pub mod plane;
