@@ -51,7 +51,7 @@ async fn converged(admin: &kube::Client, ns: &str, instances: &[&str]) -> anyhow
     let api: Api<RedroidInstance> = Api::namespaced(admin.clone(), ns);
     for name in instances {
         testenv::wait_for(&api, name, T, |i: &RedroidInstance| {
-            i.status.as_ref().and_then(|s| s.phase.clone()) == Some(InstancePhase::Running)
+            i.status.as_ref().and_then(|s| s.phase) == Some(InstancePhase::Running)
         })
         .await?;
     }

@@ -323,7 +323,8 @@ mod tests {
         use CtrKind::*;
         let now = Instant::now();
         // (containers as (kind, state), containers to start, to stop, initialized)
-        let cases: &[(&[(CtrKind, &str)], &[usize], &[usize], bool)] = &[
+        type Case<'a> = (&'a [(CtrKind, &'a str)], &'a [usize], &'a [usize], bool);
+        let cases: &[Case] = &[
             // No init containers: every app container starts at once.
             (&[(App, "new"), (App, "new")], &[0, 1], &[], true),
             // Init containers run one at a time, in order.

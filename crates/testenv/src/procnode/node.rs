@@ -83,9 +83,9 @@ fn status(slot: u8, now: &str) -> serde_json::Value {
 pub async fn register(client: &kube::Client, slot: u8) -> kube::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let params = PatchParams::apply(MANAGER).force();
-    for i in 0..NODES.len() {
+    for (i, name) in NODES.iter().enumerate() {
         nodes
-            .patch(NODES[i], &params, &Patch::Apply(node(i, slot)))
+            .patch(name, &params, &Patch::Apply(node(i, slot)))
             .await?;
     }
     report_status(client, slot).await?;
@@ -144,7 +144,7 @@ pub async fn heartbeat(client: kube::Client, slot: u8, stop: tokio_util::sync::C
         if let Err(e) = renew_leases(&client).await {
             tracing::warn!(error = %e, "renewing node leases");
         }
-        if tick % 6 == 0
+        if tick.is_multiple_of(6)
             && let Err(e) = report_status(&client, slot).await
         {
             tracing::warn!(error = %e, "reporting node status");

@@ -153,7 +153,8 @@ mod tests {
     #[test]
     fn verdicts_flip_only_at_the_thresholds() {
         use Verdict::*;
-        let cases: &[(Kind, u32, u32, &[bool], &[Option<Verdict>])] = &[
+        type Case<'a> = (Kind, u32, u32, &'a [bool], &'a [Option<Verdict>]);
+        let cases: &[Case] = &[
             // Readiness starts failing; one success makes it ready with threshold 1.
             (Kind::Readiness, 1, 3, &[true], &[Some(Success)]),
             // Threshold 2: the second consecutive success counts; a failure in between resets.

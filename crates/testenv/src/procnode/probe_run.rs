@@ -79,13 +79,12 @@ pub fn has_probes(c: &Container) -> bool {
 impl Prober {
     /// Probes `container` (started at `started`) until a fatal verdict or until dropped.
     pub async fn run(self, container: Container, target: Target, started: Instant) {
-        if let Some(p) = &container.startup_probe {
-            if !self
+        if let Some(p) = &container.startup_probe
+            && !self
                 .probe_loop(Kind::Startup, p, &container.name, &target, started)
                 .await
-            {
-                return;
-            }
+        {
+            return;
         }
         let readiness = async {
             if let Some(p) = &container.readiness_probe {

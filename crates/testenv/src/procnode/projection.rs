@@ -339,9 +339,9 @@ mod tests {
         )
     }
 
-    fn render_json(
-        volume: serde_json::Value,
-    ) -> Result<Option<BTreeMap<String, (String, u32)>>, String> {
+    type Files = BTreeMap<String, (String, u32)>;
+
+    fn render_json(volume: serde_json::Value) -> Result<Option<Files>, String> {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns", "labels": {"b": "2", "a": "1"}},
             "spec": {"containers": [{"name": "c"}]},

@@ -69,7 +69,8 @@ fn ctr(kind: CtrKind, name: &str, state: &str) -> Ctr {
 fn phases_follow_the_kubelet() {
     use CtrKind::*;
     // (restart policy, previous phase, containers, expected phase)
-    let cases: &[(&str, Option<&str>, &[(CtrKind, &str)], &str)] = &[
+    type Case<'a> = (&'a str, Option<&'a str>, &'a [(CtrKind, &'a str)], &'a str);
+    let cases: &[Case] = &[
         ("Always", None, &[(App, "new")], "Pending"),
         ("Always", None, &[(App, "running")], "Running"),
         ("Always", None, &[(App, "running"), (App, "new")], "Pending"),
