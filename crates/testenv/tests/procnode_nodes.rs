@@ -264,6 +264,19 @@ async fn pods_have_their_own_addresses_and_ports() {
         .await
         .expect("exec curl");
     assert_eq!((code, out.trim()), (0, "ok"));
+    // A pod's MAC follows from its address, so a recreated pod that gets a reused address is
+    // reachable at once (no neighbour cache keeps pointing at the deleted pod's interface).
+    let want = procnode::network::mac_of(ip_a.parse().expect("IPv4"));
+    let (_, mac) = procnode::exec(
+        &c,
+        &ns.name,
+        "a",
+        "web",
+        &["cat", "/sys/class/net/eth0/address"],
+    )
+    .await
+    .expect("exec");
+    assert_eq!(mac.trim(), want);
     // No route leads out of loopback.
     let (_, routes) = procnode::exec(&c, &ns.name, "a", "web", &["cat", "/proc/net/route"])
         .await

@@ -214,9 +214,13 @@ pub fn create_pod(slot: u8, uid: &str, pod_ip: Ipv4Addr) -> io::Result<String> {
     let f = fabric(slot);
     let _ = ip(&["netns", "del", &ns], None);
     ip(&["netns", "add", &ns], None)?;
+    // The MAC derives from the address (as Docker does), so a reused address keeps its MAC
+    // and no neighbour cache, the host's or a pod's, points at a deleted pod's interface.
+    let mac = mac_of(pod_ip);
     ip(
         &[
-            "-n", &f, "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+            "-n", &f, "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "address",
+            &mac, "netns", &ns,
         ],
         None,
     )?;
@@ -240,6 +244,12 @@ pub fn create_pod(slot: u8, uid: &str, pod_ip: Ipv4Addr) -> io::Result<String> {
         )),
     )?;
     Ok(ns)
+}
+
+/// The MAC address of a pod's interface: `02:42` and the four bytes of its address.
+pub fn mac_of(ip: Ipv4Addr) -> String {
+    let [a, b, c, d] = ip.octets();
+    format!("02:42:{a:02x}:{b:02x}:{c:02x}:{d:02x}")
 }
 
 /// Removes pod `uid`'s network namespace (its veth pair goes with it).
@@ -298,5 +308,6 @@ mod tests {
         assert_eq!(ipam.allocate(3, 0), None, "full");
         assert_eq!(gateway(3), Ipv4Addr::new(127, 5, 255, 254));
         assert_eq!(pod_cidr(0, 2), "127.2.2.0/24");
+        assert_eq!(mac_of(Ipv4Addr::new(127, 2, 1, 17)), "02:42:7f:02:01:11");
     }
 }
