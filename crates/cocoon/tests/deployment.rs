@@ -172,9 +172,14 @@ async fn the_deployment_runs_two_replicas_elects_one_leader_and_hands_over() {
         registry.requests() > 0,
         "the operator and the simulator used the registry"
     );
+    // The new leader's own metric says so too (sampled at 100 ms intervals).
+    testenv::eventually("the new leader's metric to report leading", T, || async {
+        watch.saw_sole_leader(&other).then_some(())
+    })
+    .await
+    .expect("the new leader reports leading");
     let samples = watch.stop().await;
 
-    assert!(samples.len() > 10, "sampled {} times", samples.len());
     let both = deployed::two_leaders(&samples);
     assert!(
         both.is_empty(),

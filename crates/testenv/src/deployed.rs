@@ -159,6 +159,15 @@ impl LeaderWatch {
         }
     }
 
+    /// Has a sample shown `pod`, and only `pod`, reporting leading?
+    pub fn saw_sole_leader(&self, pod: &str) -> bool {
+        self.samples
+            .lock()
+            .expect("samples")
+            .iter()
+            .any(|s| s.leading.len() == 1 && s.leading[0] == pod)
+    }
+
     /// Stops sampling; returns every sample.
     pub async fn stop(self) -> Vec<Sample> {
         self.stop.cancel();
