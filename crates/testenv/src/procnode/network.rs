@@ -113,7 +113,13 @@ fn host_link(slot: u8) -> String {
 
 /// Runs `ip args…`; with `batch`, feeds it as `-batch -` input.
 fn ip(args: &[&str], batch: Option<&str>) -> io::Result<()> {
-    let mut cmd = Command::new("ip");
+    // Debian's path: root's PATH usually has /usr/sbin, other callers' may not.
+    let program = if Path::new("/usr/sbin/ip").exists() {
+        "/usr/sbin/ip"
+    } else {
+        "ip"
+    };
+    let mut cmd = Command::new(program);
     cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
