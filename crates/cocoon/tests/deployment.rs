@@ -30,7 +30,11 @@ fn repo() -> PathBuf {
 }
 
 /// The test kustomization (tests/deploy), in `ns`, running this build's binary on `registry`.
-async fn deploy(admin: &kube::Client, ns: &str, registry: &str) -> anyhow::Result<()> {
+async fn deploy(
+    admin: &kube::Client,
+    ns: &str,
+    registry: &str,
+) -> anyhow::Result<procnode::ImageRegistration> {
     let image = format!("{REPOSITORY}:{ns}");
     let entry = ImageEntry {
         image: image.clone(),
@@ -42,7 +46,7 @@ async fn deploy(admin: &kube::Client, ns: &str, registry: &str) -> anyhow::Resul
         entrypoint: vec!["/cocoon-operator".into()],
         ..ImageEntry::default()
     };
-    procnode::register_image(admin, &format!("cocoon-operator.{ns}"), &entry).await?;
+    let mapping = procnode::register_image(admin, &format!("cocoon-operator.{ns}"), &entry).await?;
     let mut objs =
         testenv::kustomize::render(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/deploy"))?;
     testenv::kustomize::set_namespace(&mut objs, ns);
@@ -52,7 +56,8 @@ async fn deploy(admin: &kube::Client, ns: &str, registry: &str) -> anyhow::Resul
     testenv::kustomize::set_env(&mut objs, "manager", "WATCH_NAMESPACE", ns);
     // JSON logs, whose leadership lines the test reads.
     testenv::kustomize::set_env(&mut objs, "manager", "LOG_FORMAT", "json");
-    testenv::kustomize::apply_all(admin, &objs, "flotilla-e2e").await
+    testenv::kustomize::apply_all(admin, &objs, "flotilla-e2e").await?;
+    Ok(mapping)
 }
 
 async fn reach(sets: &Api<CocoonSet>, phase: CocoonSetPhase) -> CocoonSet {
@@ -97,7 +102,7 @@ async fn the_deployment_runs_two_replicas_elects_one_leader_and_hands_over() {
     let _sim = Simulator::start(admin.clone(), sim_config)
         .await
         .expect("simulator");
-    deploy(&admin, &ns.name, &registry.url())
+    let _mapping = deploy(&admin, &ns.name, &registry.url())
         .await
         .expect("deploy");
 

@@ -25,7 +25,7 @@ fn repo() -> PathBuf {
 }
 
 /// The test kustomization (tests/deploy), in `ns`, running this build's binary.
-async fn deploy(admin: &kube::Client, ns: &str) -> anyhow::Result<()> {
+async fn deploy(admin: &kube::Client, ns: &str) -> anyhow::Result<procnode::ImageRegistration> {
     let image = format!("{REPOSITORY}:{ns}");
     let entry = ImageEntry {
         image: image.clone(),
@@ -37,14 +37,16 @@ async fn deploy(admin: &kube::Client, ns: &str) -> anyhow::Result<()> {
         entrypoint: vec!["/redroid-operator".into()],
         ..ImageEntry::default()
     };
-    procnode::register_image(admin, &format!("redroid-operator.{ns}"), &entry).await?;
+    let mapping =
+        procnode::register_image(admin, &format!("redroid-operator.{ns}"), &entry).await?;
     let mut objs =
         testenv::kustomize::render(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/deploy"))?;
     testenv::kustomize::set_namespace(&mut objs, ns);
     testenv::kustomize::set_image(&mut objs, REPOSITORY, &image);
     // Tests share the plane: this operator watches this test's namespace only.
     testenv::kustomize::set_env(&mut objs, "manager", "WATCH_NAMESPACES", ns);
-    testenv::kustomize::apply_all(admin, &objs, "flotilla-e2e").await
+    testenv::kustomize::apply_all(admin, &objs, "flotilla-e2e").await?;
+    Ok(mapping)
 }
 
 async fn converged(admin: &kube::Client, ns: &str, instances: &[&str]) -> anyhow::Result<()> {
@@ -77,7 +79,7 @@ async fn the_deployment_runs_two_replicas_elects_one_leader_and_hands_over() {
     )
     .await
     .expect("RBAC");
-    deploy(&admin, &ns.name).await.expect("deploy");
+    let _mapping = deploy(&admin, &ns.name).await.expect("deploy");
 
     // Two replicas pass their probes on the process-backed nodes, and one of them leads.
     let pods = deployed::wait_available(&admin, &ns.name, DEPLOYMENT, 2, T)

@@ -142,7 +142,7 @@ async fn an_unmapped_image_fails_the_pod_with_a_reason_and_a_mapping_fixes_it() 
         ],
         ..ImageEntry::default()
     };
-    procnode::register_image(&c, &format!("tool.{tag}"), &entry)
+    let _mapping = procnode::register_image(&c, &format!("tool.{tag}"), &entry)
         .await
         .expect("register");
     ready(&api, "unmapped").await;

@@ -262,7 +262,7 @@ async fn in_cluster_kube_rs_authenticates_as_the_pods_service_account() {
         .create(&PostParams::default(), &sa)
         .await
         .expect("service account");
-    let image = register_whoami(&c, &ns.name).await;
+    let (image, _mapping) = register_whoami(&c, &ns.name).await;
     create(
         &c,
         &ns.name,

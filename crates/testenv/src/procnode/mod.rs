@@ -362,12 +362,13 @@ pub fn logs(pod: &Pod, container: &str, previous: bool) -> anyhow::Result<String
 }
 
 /// Adds (or replaces) entry `key` of the image mapping in ConfigMap
-/// `kube-system/procnode-images`; the agent picks it up within a second or so.
+/// `kube-system/procnode-images`; the agent picks it up at once. The entry is removed when the
+/// returned guard is dropped (keep it for the test's lifetime).
 pub async fn register_image(
     client: &kube::Client,
     key: &str,
     entry: &ImageEntry,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<ImageRegistration> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), images::CONFIG_MAP.0);
     let value = serde_yaml::to_string(entry)?;
     let body = serde_json::json!({
@@ -379,7 +380,38 @@ pub async fn register_image(
     let params = PatchParams::apply(&format!("procnode-image-{}", short(key))).force();
     api.patch(images::CONFIG_MAP.1, &params, &Patch::Apply(&body))
         .await?;
-    Ok(())
+    Ok(ImageRegistration(key.to_owned()))
+}
+
+/// Removes its image mapping entry when dropped, through kubectl (like `TestNamespace`), so the
+/// removal outlives the test's runtime.
+#[derive(Debug)]
+pub struct ImageRegistration(String);
+
+impl Drop for ImageRegistration {
+    fn drop(&mut self) {
+        let Some(state) = plane::read_state() else {
+            return;
+        };
+        let patch = serde_json::json!({"data": {&self.0: null}}).to_string();
+        let _ = Command::new(state.bin_dir.join("kubectl"))
+            .arg(format!(
+                "--kubeconfig={}",
+                plane::kubeconfig_path().display()
+            ))
+            .args([
+                "-n",
+                images::CONFIG_MAP.0,
+                "patch",
+                "configmap",
+                images::CONFIG_MAP.1,
+            ])
+            .args(["--type=merge", "-p", &patch])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+    }
 }
 
 fn short(key: &str) -> String {

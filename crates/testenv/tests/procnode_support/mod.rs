@@ -100,8 +100,12 @@ pub async fn log_contains(api: &Api<Pod>, name: &str, container: &str, text: &st
     .expect("log line")
 }
 
-/// Maps image `ghcr.io/flotilla/kube-whoami:<tag>` to this build's `kube-whoami`.
-pub async fn register_whoami(client: &kube::Client, tag: &str) -> String {
+/// Maps image `ghcr.io/flotilla/kube-whoami:<tag>` to this build's `kube-whoami` (until the
+/// guard is dropped).
+pub async fn register_whoami(
+    client: &kube::Client,
+    tag: &str,
+) -> (String, procnode::ImageRegistration) {
     let image = format!("ghcr.io/flotilla/kube-whoami:{tag}");
     let entry = ImageEntry {
         image: image.clone(),
@@ -113,10 +117,10 @@ pub async fn register_whoami(client: &kube::Client, tag: &str) -> String {
         entrypoint: vec!["/kube-whoami".into()],
         ..ImageEntry::default()
     };
-    procnode::register_image(client, &format!("kube-whoami.{tag}"), &entry)
+    let guard = procnode::register_image(client, &format!("kube-whoami.{tag}"), &entry)
         .await
         .expect("register image");
-    image
+    (image, guard)
 }
 
 /// The container's host pid, from its `proc://<pid>` container id.
