@@ -117,6 +117,13 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
                         "  apiserver /readyz: {}",
                         if s.api_ready { "ok" } else { "not ready" }
                     );
+                    if let Some(slot) = state.pod_network_slot {
+                        println!(
+                            "  process-backed nodes {}: pod network slot {slot}, gateway {}",
+                            testenv::procnode::NODES.join(", "),
+                            testenv::procnode::network::gateway(slot)
+                        );
+                    }
                     println!("export KUBECONFIG={}", testenv::kubeconfig_path().display());
                 }
             }
@@ -237,6 +244,10 @@ fn test(down: bool) -> anyhow::Result<()> {
         p.run(
             "install docker-registry",
             testenv::registry::ensure_installed,
+        )?;
+        p.run(
+            "install iproute2, redis-tools",
+            testenv::procnode::ensure_host_packages,
         )?;
         p.run("build workspace + tests", || {
             cargo(&["test", "--workspace", "--no-run", "--quiet"])
