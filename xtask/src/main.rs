@@ -2,7 +2,10 @@
 //!
 //! - `up` / `down` / `status`: the local control plane (upstream binaries + kwok, loopback only)
 //! - `demo`: start the plane and show Flotilla's main job converging on it
-//! - `gen [--check]`: write the CRD YAML generated from the Rust types (or fail on drift)
+//! - `gen [--check]`: write the CRD YAML generated from the Rust types and the operators'
+//!   Containerfiles (or fail on drift)
+//! - `image [OPERATOR…] [--push REGISTRY]`: the operators' container images as OCI archives,
+//!   built without a container engine, optionally pushed
 //! - `test`: everything CI checks: format, lints, generated-file drift, every test
 //! - `kubectl ARGS…`: the pinned kubectl against the local plane
 
@@ -15,6 +18,7 @@ mod demo;
 mod demo_cocoon;
 mod demo_support;
 mod gen_crds;
+mod image;
 
 #[derive(Parser)]
 #[command(about = "Flotilla developer tasks")]
@@ -33,7 +37,8 @@ enum Cmd {
     Status,
     /// Start the plane and run Flotilla's main job on it, showing it converge.
     Demo,
-    /// Write generated CRD YAML into deploy/<operator>/crds/ (with --check: fail on drift).
+    /// Write generated CRD YAML into deploy/<operator>/crds/ and the Containerfiles into
+    /// deploy/<operator>/ (with --check: fail on drift).
     Gen {
         /// Compare instead of writing; exit non-zero when the committed YAML differs.
         #[arg(long)]
@@ -42,6 +47,8 @@ enum Cmd {
     /// Rewrite crates/kit/src/k8s_schema_facts.json from the local plane's OpenAPI (what
     /// Kubernetes says about the types CRDs embed); run after changing the Kubernetes version.
     GenK8sFacts,
+    /// Build operator images (OCI archives, no container engine needed); optionally push them.
+    Image(image::Args),
     /// Run every check and test (what CI runs).
     Test {
         /// Stop the control plane afterwards (CI does; developers keep it warm).
@@ -110,14 +117,25 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
                         "  apiserver /readyz: {}",
                         if s.api_ready { "ok" } else { "not ready" }
                     );
+                    if let Some(slot) = state.pod_network_slot {
+                        println!(
+                            "  process-backed nodes {}: pod network slot {slot}, gateway {}",
+                            testenv::procnode::NODES.join(", "),
+                            testenv::procnode::network::gateway(slot)
+                        );
+                    }
                     println!("export KUBECONFIG={}", testenv::kubeconfig_path().display());
                 }
             }
             Ok(())
         }
         Cmd::Demo => demo::run(),
-        Cmd::Gen { check } => gen_crds::run(check),
+        Cmd::Gen { check } => {
+            gen_crds::run(check)?;
+            image::containerfile::run(check)
+        }
         Cmd::GenK8sFacts => gen_crds::k8s_facts(),
+        Cmd::Image(args) => image::run(args),
         Cmd::Test { down } => test(down),
         Cmd::Kubectl { args } => kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>()),
     }
@@ -227,6 +245,10 @@ fn test(down: bool) -> anyhow::Result<()> {
             "install docker-registry",
             testenv::registry::ensure_installed,
         )?;
+        p.run(
+            "install iproute2, redis-tools",
+            testenv::procnode::ensure_host_packages,
+        )?;
         p.run("build workspace + tests", || {
             cargo(&["test", "--workspace", "--no-run", "--quiet"])
         })?;
@@ -241,7 +263,10 @@ fn test(down: bool) -> anyhow::Result<()> {
                 "warnings",
             ])
         })?;
-        p.run("generated CRDs up to date", || gen_crds::run(true))?;
+        p.run("generated files up to date", || {
+            gen_crds::run(true)?;
+            image::containerfile::run(true)
+        })?;
         p.run("start local control plane", || testenv::up().map(|_| ()))?;
         p.run("cargo test --workspace", cargo_test)
     })();

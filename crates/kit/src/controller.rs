@@ -14,6 +14,10 @@
 //!   `workqueue_adds_total` counts reconciles handed to the workers. Objects still inside
 //!   kube-runtime's internal scheduler (debounce, requeue timers, a re-trigger while the same
 //!   object reconciles) are invisible here and not counted: depth is a lower bound.
+//! - [`run_controller`] watches the controller's own errors: a watch the API server refuses
+//!   (403 Forbidden) is logged at ERROR with the verb, resource and scope and makes `/readyz`
+//!   answer 503 until the permission is back (see [`crate::forbidden`]); other watch errors
+//!   are logged at WARN. Either way the watch keeps retrying with back-off.
 //! - [`Operator::run`] ties an operator's process together: telemetry, signals, the
 //!   metrics/probe servers, and leader election. With election on, controllers start only once
 //!   leading, and losing the lease returns an error (the binary should exit non-zero and be
@@ -29,6 +33,7 @@ use kube::{
     runtime::{
         Controller,
         controller::{self, Action},
+        watcher,
     },
 };
 use serde::de::DeserializeOwned;
@@ -38,6 +43,7 @@ use tracing::Instrument;
 
 use crate::{
     flags::OperatorFlags,
+    forbidden::WatchAccess,
     health::{self, Readiness},
     leader::{LeaderElector, LeaseConfig, run_while_leading},
     metrics::{ControllerMetrics, Metrics, ReconcileResult},
@@ -132,18 +138,18 @@ fn record<E: ReconcileError>(metrics: &ControllerMetrics, result: &Result<Action
     }
 }
 
-/// Runs `controller` with an instrumented `reconcile` until `shutdown`, then drains: no new
-/// reconciles start, running ones finish.
+/// Runs `controller` with an instrumented `reconcile` until `rc.shutdown`, then drains: no
+/// new reconciles start, running ones finish. Metrics go to `rc.metrics`; a watch refused with
+/// 403 holds `rc.readiness` back until the permission returns (see the module docs).
 ///
 /// The returned future borrows nothing, so it can be spawned or joined with others.
 pub fn run_controller<K, Ctx, E, Fut, R, P>(
     controller: Controller<K>,
     settings: &ControllerSettings,
-    metrics: &Metrics,
+    rc: &RunContext,
     reconcile: R,
     error_policy: P,
     ctx: Arc<Ctx>,
-    shutdown: CancellationToken,
 ) -> impl Future<Output = ()> + Send + 'static
 where
     K: Clone + Resource + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -156,9 +162,15 @@ where
 {
     let name = settings.name.clone();
     let wrapped = instrument(
-        metrics.controller(&name),
+        rc.metrics.controller(&name),
         settings.max_concurrent_reconciles,
         reconcile,
+    );
+    let access = WatchAccess::new(
+        name.clone(),
+        rc.client.clone(),
+        rc.readiness.clone(),
+        rc.shutdown.clone(),
     );
     // Unbounded in kube-runtime: the wrapper's semaphore is the limit (see module docs).
     let config = controller::Config::default()
@@ -166,21 +178,33 @@ where
         .concurrency(0);
     let events = controller
         .with_config(config)
-        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .graceful_shutdown_on(rc.shutdown.clone().cancelled_owned())
         .run(wrapped, error_policy, ctx);
     async move {
         events
             .for_each(|res| {
-                // Reconcile errors were logged inside the span; these are the runtime's own.
-                if let Err(e) = res
-                    && !matches!(e, controller::Error::ReconcilerFailed(..))
-                {
-                    tracing::debug!(controller = %name, error = %e, "controller event");
-                }
+                runtime_error(&name, &access, res.err());
                 std::future::ready(())
             })
             .await;
         tracing::info!(controller = %name, "controller stopped");
+    }
+}
+
+// The runtime's own errors: reconcile failures were logged inside their span already.
+fn runtime_error<E: std::error::Error>(
+    name: &str,
+    access: &WatchAccess,
+    err: Option<controller::Error<E, watcher::Error>>,
+) {
+    match err {
+        None | Some(controller::Error::ReconcilerFailed(..)) => {}
+        Some(controller::Error::QueueError(e)) => access.failed(&e),
+        // A trigger for an object that is gone by the time it runs: expected after deletions.
+        Some(e @ controller::Error::ObjectNotFound(_)) => {
+            tracing::debug!(controller = %name, error = %e, "controller event")
+        }
+        Some(e) => tracing::warn!(controller = %name, error = %e, "controller runtime error"),
     }
 }
 

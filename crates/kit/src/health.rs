@@ -3,7 +3,10 @@
 //! Contract:
 //! - `/healthz` answers 200 while the process serves HTTP at all (liveness).
 //! - `/readyz` answers 503 until [`Readiness::set_ready`] marks the operator ready (for
-//!   example once its informers have synced), then 200; it can be marked unready again.
+//!   example once its informers have synced), then 200; it can be marked unready again. It
+//!   also answers 503 while any blocker is set ([`Readiness::block`], e.g. a watch the API
+//!   server forbids), with the blockers' reasons in the body, and 200 again once every
+//!   blocker is cleared.
 //! - `/metrics` answers the text encoding of the shared [`Metrics`] registry.
 //!
 //! [`start`] binds the metrics and probe addresses before returning (so the bound ports are
@@ -13,10 +16,11 @@
 //! token stops accepting connections and lets in-flight requests finish.
 
 use std::{
+    collections::BTreeMap,
     io,
     net::SocketAddr,
     sync::{
-        Arc,
+        Arc, Mutex, PoisonError,
         atomic::{AtomicBool, Ordering},
     },
 };
@@ -34,8 +38,18 @@ use tokio_util::sync::CancellationToken;
 use crate::metrics::{self, Metrics};
 
 /// Whether the operator is ready to serve; shared between the probe server and the operator.
+///
+/// Ready means: marked ready ([`Readiness::set_ready`]) and no blocker set
+/// ([`Readiness::block`]). Blockers are keyed, so independent problems (two forbidden
+/// watches) are raised and cleared independently.
 #[derive(Clone, Debug, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness(Arc<ReadinessState>);
+
+#[derive(Debug, Default)]
+struct ReadinessState {
+    ready: AtomicBool,
+    blockers: Mutex<BTreeMap<String, String>>,
+}
 
 impl Readiness {
     /// Starts not ready.
@@ -43,14 +57,36 @@ impl Readiness {
         Self::default()
     }
 
-    /// Marks the operator ready (200 on /readyz) or not (503).
+    /// Marks the operator ready (200 on /readyz, unless blocked) or not (503).
     pub fn set_ready(&self, ready: bool) {
-        self.0.store(ready, Ordering::Release);
+        self.0.ready.store(ready, Ordering::Release);
     }
 
-    /// The current readiness.
+    /// The current readiness: marked ready and not blocked.
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.0.ready.load(Ordering::Acquire) && self.blockers_map().is_empty()
+    }
+
+    /// Holds readiness back for `key`, saying `why`; returns whether `key` was not blocked yet.
+    pub fn block(&self, key: impl Into<String>, why: impl Into<String>) -> bool {
+        self.blockers_map().insert(key.into(), why.into()).is_none()
+    }
+
+    /// Clears the blocker `key`; returns whether it was set.
+    pub fn unblock(&self, key: &str) -> bool {
+        self.blockers_map().remove(key).is_some()
+    }
+
+    /// Every blocker's reason, in key order.
+    pub fn blockers(&self) -> Vec<String> {
+        self.blockers_map().values().cloned().collect()
+    }
+
+    fn blockers_map(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.0
+            .blockers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -58,12 +94,17 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-async fn readyz(State(ready): State<Readiness>) -> (StatusCode, &'static str) {
+async fn readyz(State(ready): State<Readiness>) -> (StatusCode, String) {
     if ready.is_ready() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+        return (StatusCode::OK, "ok".into());
     }
+    let blockers = ready.blockers();
+    let body = if blockers.is_empty() {
+        "not ready".to_owned()
+    } else {
+        format!("not ready: {}", blockers.join("; "))
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, body)
 }
 
 async fn render_metrics(State(m): State<Metrics>) -> impl IntoResponse {
@@ -214,6 +255,21 @@ pub(crate) mod tests {
         ready.set_ready(false);
         assert_eq!(get(addr, "/readyz").await.expect("get").0, 503);
         assert_eq!(get(addr, "/nope").await.expect("get").0, 404);
+        // A blocker wins over set_ready and names itself; each clears independently.
+        ready.set_ready(true);
+        assert!(ready.block("a", "watch of services forbidden"));
+        assert!(!ready.block("a", "watch of services forbidden"));
+        assert!(ready.block("b", "watch of jobs forbidden"));
+        let (code, body) = get(addr, "/readyz").await.expect("get");
+        assert_eq!(code, 503);
+        assert!(
+            body.contains("services forbidden") && body.contains("jobs forbidden"),
+            "{body}"
+        );
+        assert!(ready.unblock("a"));
+        assert!(!ready.is_ready());
+        assert!(ready.unblock("b") && !ready.unblock("b"));
+        assert_eq!(get(addr, "/readyz").await.expect("get").0, 200);
         token.cancel();
         tokio::time::timeout(Duration::from_secs(10), srv.wait())
             .await

@@ -16,6 +16,8 @@ pub mod events;
 pub mod finalizers;
 /// Common operator flags with environment-variable fallbacks.
 pub mod flags;
+/// Watches refused with 403 Forbidden: logged, held against readiness, re-checked.
+pub mod forbidden;
 /// HTTP /healthz, /readyz and /metrics endpoints.
 pub mod health;
 /// Leader election on a coordination.k8s.io Lease; controllers run only while leading.

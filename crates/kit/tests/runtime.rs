@@ -5,7 +5,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::ConfigMap};
 use kit::{
-    controller::{ControllerSettings, Operator, run_controller},
+    controller::{ControllerSettings, Operator, RunContext, run_controller},
     flags::OperatorFlags,
     health::{self, Readiness},
     leader::LeaseConfig,
@@ -68,6 +68,23 @@ fn local() -> SocketAddr {
     "127.0.0.1:0".parse().expect("addr")
 }
 
+fn run_context(
+    client: &Client,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    shutdown: &CancellationToken,
+    addr: SocketAddr,
+) -> RunContext {
+    RunContext {
+        client: client.clone(),
+        metrics: metrics.clone(),
+        readiness: readiness.clone(),
+        shutdown: shutdown.clone(),
+        metrics_addr: addr,
+        probe_addr: addr,
+    }
+}
+
 #[tokio::test]
 async fn endpoints_report_health_readiness_and_reconcile_metrics() {
     let client = testenv::client().await;
@@ -103,15 +120,15 @@ async fn endpoints_report_health_readiness_and_reconcile_metrics() {
         .expect("create configmap");
     let controller_stop = CancellationToken::new();
     let settings = ControllerSettings::new("configmap");
+    let rc = run_context(&client, &metrics, &ready, &controller_stop, addr);
     let controller = run_controller(
         // The selector leaves out the namespace's own kube-root-ca.crt ConfigMap.
         Controller::new(api, watcher::Config::default().labels("kit-test=watched")),
         &settings,
-        &metrics,
+        &rc,
         |_cm: Arc<ConfigMap>, _ctx: Arc<()>| async { Ok::<_, Never>(Action::await_change()) },
         |_cm, _err: &Never, _ctx| Action::requeue(Duration::from_secs(1)),
         Arc::new(()),
-        controller_stop.clone(),
     );
     let controller = tokio::spawn(controller);
     metrics_contain(
@@ -206,4 +223,129 @@ async fn operator_runs_controllers_only_while_holding_the_lease() {
         .spec
         .and_then(|s| s.holder_identity);
     assert_eq!(released, None, "shutdown releases the lease");
+}
+
+// A controller whose identity may not list what it watches: /readyz says so (503, naming the
+// verb, resource and namespace) and turns 200 again once a Role grants list and watch, and
+// the controller then reconciles.
+#[tokio::test]
+async fn forbidden_watch_holds_readiness_until_the_permission_is_granted() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+
+    let admin = testenv::client().await;
+    let ns = testenv::TestNamespace::new(&admin, "kit-forbidden").await;
+    let sa = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some("watcher".into()),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    };
+    Api::<ServiceAccount>::namespaced(admin.clone(), &ns.name)
+        .create(&PostParams::default(), &sa)
+        .await
+        .expect("service account");
+    let client = testenv::service_account_client(&admin, &ns.name, "watcher")
+        .await
+        .expect("client");
+    let (metrics, ready, stop) = (Metrics::new(), Readiness::new(), CancellationToken::new());
+    let server = health::start(
+        local(),
+        local(),
+        metrics.clone(),
+        ready.clone(),
+        stop.clone(),
+    )
+    .await
+    .expect("bind");
+    let addr = server.probe_addr();
+    ready.set_ready(true);
+    let rc = run_context(&client, &metrics, &ready, &stop, addr);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let reconciled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = reconciled.clone();
+    let controller = tokio::spawn(run_controller(
+        Controller::new(api, watcher::Config::default()),
+        &ControllerSettings::new("configmap"),
+        &rc,
+        move |_cm: Arc<ConfigMap>, _ctx: Arc<()>| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Ok::<_, Never>(Action::await_change()) }
+        },
+        |_cm, _err: &Never, _ctx| Action::requeue(Duration::from_secs(1)),
+        Arc::new(()),
+    ));
+    let body = testenv::eventually("readyz reports the forbidden list", WAIT, || async {
+        let (code, body) = get(addr, "/readyz").await.ok()?;
+        (code == 503).then_some(body)
+    })
+    .await
+    .expect("not ready");
+    let expected = format!(
+        r#"list of configmaps in namespace "{}" is forbidden"#,
+        ns.name
+    );
+    assert!(body.contains(&expected), "{body}");
+
+    let role = Role {
+        metadata: ObjectMeta {
+            name: Some("watch-configmaps".into()),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["configmaps".into()]),
+            verbs: vec!["list".into(), "watch".into()],
+            ..PolicyRule::default()
+        }]),
+    };
+    Api::<Role>::namespaced(admin.clone(), &ns.name)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("role");
+    let binding = RoleBinding {
+        metadata: ObjectMeta {
+            name: Some("watch-configmaps".into()),
+            ..ObjectMeta::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "watch-configmaps".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "watcher".into(),
+            namespace: Some(ns.name.clone()),
+            ..Subject::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(admin.clone(), &ns.name)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("binding");
+    testenv::eventually("ready again once granted", WAIT, || async {
+        let (code, _) = get(addr, "/readyz").await.ok()?;
+        (code == 200).then_some(())
+    })
+    .await
+    .expect("ready");
+    // The watch itself recovered: the namespace's kube-root-ca.crt ConfigMap is reconciled.
+    testenv::eventually(
+        "a reconcile after recovery",
+        Duration::from_secs(60),
+        || async { (reconciled.load(std::sync::atomic::Ordering::SeqCst) > 0).then_some(()) },
+    )
+    .await
+    .expect("reconciled");
+    stop.cancel();
+    tokio::time::timeout(WAIT, controller)
+        .await
+        .expect("controller drains")
+        .expect("join");
+    tokio::time::timeout(WAIT, server.wait())
+        .await
+        .expect("server stops")
+        .expect("clean stop");
 }

@@ -6,6 +6,7 @@
 pub mod args;
 pub mod context;
 pub mod crd;
+pub mod data;
 pub mod instance;
 pub mod names;
 pub mod plugin;

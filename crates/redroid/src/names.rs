@@ -52,14 +52,33 @@ pub fn task_actor(task: &str) -> String {
     format!("task/{task}")
 }
 
-/// Name of the instance's Service: the instance's own name (stable ADB address).
-pub fn service_name(instance: &str) -> String {
-    instance.to_string()
+/// Whether `name` is a DNS-1035 label (lower-case letters, digits and `-`, starting with a
+/// letter, at most 63 characters): what a Service name must be.
+pub fn is_dns1035_label(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase()) && kit::names::is_dns1123_label(name)
 }
 
-/// `generateName` of instance Pods: `<instance>-pod-` (the API server adds a random suffix).
-pub fn pod_generate_name(instance: &str) -> String {
-    format!("{instance}-pod-")
+/// Prefix of a derived Service name (upstream named every instance Service `redroid-instance-…`).
+pub const DERIVED_SERVICE_PREFIX: &str = "redroid-";
+
+/// Name of the instance's Service. The instance's own name when it is a valid Service name
+/// (a DNS-1035 label), so the ADB address reads like the instance. Otherwise (a leading digit,
+/// a `.`, more than 63 characters: names the API accepts for a RedroidInstance but not for a
+/// Service) a name derived from it: `redroid-` + the name with invalid characters turned into
+/// `-` + `-` + 8 hex of SHA-256 of the name, cut to 63 characters. Deterministic, and distinct
+/// for distinct names.
+pub fn service_name(instance: &str) -> String {
+    if is_dns1035_label(instance) {
+        instance.to_string()
+    } else {
+        kit::names::label_with_hash(DERIVED_SERVICE_PREFIX, instance)
+    }
+}
+
+/// The value of [`INSTANCE_LABEL`] for an instance: its name, or for a name over 63
+/// characters (the limit of label values) the name cut with a hash suffix.
+pub fn instance_label(instance: &str) -> String {
+    kit::names::truncate_with_hash(instance, kit::names::LABEL_MAX)
 }
 
 /// The stable ADB address of an instance: `<service>.<namespace>.svc.cluster.local:<port>`.
@@ -99,7 +118,40 @@ mod tests {
             adb_address("android-0", "games", 5555),
             "android-0.games.svc.cluster.local:5555"
         );
-        assert_eq!(pod_generate_name("android-0"), "android-0-pod-");
         assert_eq!(task_actor("maa"), "task/maa");
+    }
+
+    #[test]
+    fn service_and_label_names_are_always_valid() {
+        let long = format!("android-{}", "x".repeat(70));
+        let dotted = "android.eu-1";
+        let cases: [(&str, Option<&str>); 5] = [
+            ("android-0", Some("android-0")),
+            ("0android", None),
+            (dotted, None),
+            (&long, None),
+            ("a", Some("a")),
+        ];
+        for (name, kept) in cases {
+            let svc = service_name(name);
+            assert!(is_dns1035_label(&svc), "{name} -> {svc}");
+            assert_eq!(svc == name, kept.is_some(), "{name} -> {svc}");
+            assert_eq!(service_name(name), svc, "deterministic");
+            let label = instance_label(name);
+            assert!(label.len() <= 63 && label.ends_with(|c: char| c.is_ascii_alphanumeric()));
+        }
+        assert_eq!(
+            service_name("0android"),
+            format!("redroid-0android-{}", kit::names::short_hash("0android"))
+        );
+        assert_eq!(
+            service_name(dotted),
+            format!("redroid-android-eu-1-{}", kit::names::short_hash(dotted))
+        );
+        assert_ne!(service_name("a.b"), service_name("a-b"));
+        assert_eq!(instance_label("android-0"), "android-0");
+        assert_eq!(instance_label(&long).len(), 63);
+        assert_ne!(instance_label(&long), instance_label(&format!("{long}y")));
+        assert!(adb_address("0android", "games", 5555).starts_with("redroid-0android-"));
     }
 }

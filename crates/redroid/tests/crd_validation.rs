@@ -179,3 +179,55 @@ async fn invalid_tasks_are_rejected_with_clear_messages() {
         );
     }
 }
+
+// Issue item 14: docs/redroid.md used `kubectl get ri`, a short name no CRD declares (upstream
+// declares none). Every resource a `kubectl get|describe` in the guide names must be one the
+// API server resolves: a built-in, or a name (plural, singular, kind or short name) the
+// installed redroid CRDs serve.
+#[tokio::test]
+async fn resources_named_in_the_guide_are_served() {
+    let (client, _ns) = setup("crd-docs").await;
+    let mut served: Vec<String> = Vec::new();
+    let lists = [
+        client.list_core_api_resources("v1").await.expect("core"),
+        client
+            .list_api_group_resources("batch/v1")
+            .await
+            .expect("batch"),
+        client
+            .list_api_group_resources("redroid.isning.moe/v1alpha1")
+            .await
+            .expect("redroid"),
+    ];
+    for r in lists.iter().flat_map(|l| &l.resources) {
+        served.push(r.name.clone());
+        served.push(r.singular_name.clone());
+        served.push(r.kind.to_lowercase());
+        served.extend(r.short_names.iter().flatten().cloned());
+    }
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/redroid.md"),
+    )
+    .expect("guide");
+    let mut named = Vec::new();
+    for verb in ["kubectl get ", "kubectl describe "] {
+        for (at, _) in guide.match_indices(verb) {
+            let word: String = guide[at + verb.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == ',' || *c == '.')
+                .collect();
+            named.extend(
+                word.split(',')
+                    .map(|w| w.split('.').next().unwrap_or_default().to_owned())
+                    .filter(|w| !w.is_empty()),
+            );
+        }
+    }
+    assert!(named.iter().any(|n| n == "redroidinstances"), "{named:?}");
+    for name in named {
+        assert!(
+            served.contains(&name),
+            "docs/redroid.md runs `kubectl get {name}`, which the API server does not serve"
+        );
+    }
+}

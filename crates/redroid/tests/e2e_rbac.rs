@@ -3,6 +3,8 @@
 //! admin), and a RedroidInstance and a one-shot RedroidTask converge. A permission missing from
 //! the YAML fails this test; a permission the operator should not have fails the restriction test.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -302,5 +304,130 @@ async fn kustomize_install_passes_server_dry_run() -> anyhow::Result<()> {
             "{expected} missing from the install:\n{stdout}"
         );
     }
+    Ok(())
+}
+
+/// The operator's RBAC as namespaced Roles (it watches only `namespace`), with the rules for
+/// `missing` left out of its main Role. Returns that Role as applied and the full one.
+async fn install_rbac_without(
+    admin: &Client,
+    namespace: &str,
+    missing: &str,
+) -> anyhow::Result<(DynamicObject, DynamicObject)> {
+    let mut full = None;
+    let mut restricted = None;
+    for mut obj in
+        testenv::rbac::rbac_objects(&deploy_dir().join("rbac"), DEPLOY_NAMESPACE, namespace)?
+    {
+        let kind = testenv::rbac::kind(&obj).to_owned();
+        if kind == "ClusterRole" || kind == "ClusterRoleBinding" {
+            if let Some(t) = obj.types.as_mut() {
+                t.kind = kind.trim_start_matches("Cluster").to_owned();
+            }
+            obj.metadata.namespace = Some(namespace.to_owned());
+            obj.metadata.name = Some(OPERATOR_SA.to_owned());
+        }
+        if kind == "ClusterRoleBinding" {
+            obj.data["roleRef"]["kind"] = "Role".into();
+        }
+        if kind == "ClusterRole" {
+            full = Some(obj.clone());
+            if let Some(rules) = obj.data["rules"].as_array_mut() {
+                rules.retain(|r| {
+                    !r["resources"]
+                        .as_array()
+                        .is_some_and(|rs| rs.iter().any(|x| x == missing))
+                });
+            }
+            restricted = Some(obj.clone());
+        }
+        testenv::rbac::apply(admin, &obj, "flotilla-e2e-rbac").await?;
+    }
+    let (Some(restricted), Some(full)) = (restricted, full) else {
+        anyhow::bail!("no ClusterRole in deploy/redroid/rbac");
+    };
+    Ok((restricted, full))
+}
+
+fn free_local_port() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr")
+}
+
+async fn readyz(addr: std::net::SocketAddr) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let req = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await.ok()?;
+    let code = raw.split(' ').nth(1)?.parse().ok()?;
+    Some((code, raw.split_once("\r\n\r\n")?.1.to_owned()))
+}
+
+// Issue item 13: without `services` RBAC no instance was ever reconciled and the only trace
+// was a WARN line. Now the refused watch makes /readyz answer 503 naming it, is logged at
+// ERROR with the resource and verb, and granting the permission makes the operator ready
+// and the instance run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_permission_makes_the_operator_not_ready_until_granted() -> anyhow::Result<()> {
+    let logs = support::logs::capture();
+    let admin = testenv::client().await;
+    for crd in redroid::crd::crds() {
+        testenv::install_crd(&admin, crd).await?;
+    }
+    let ns = testenv::TestNamespace::new(&admin, "redroid-rbac-missing").await;
+    for claim in ["redroid-data-base-pvc", "redroid-data-diff-pvc"] {
+        testenv::bound_claim(&admin, &ns.name, claim).await?;
+    }
+    let (_restricted, full) = install_rbac_without(&admin, &ns.name, "services").await?;
+    let sa_client = testenv::service_account_client(&admin, &ns.name, OPERATOR_SA).await?;
+    let mut flags = flags(&ns.name);
+    let probe = free_local_port();
+    flags.operator.probe_addr = probe;
+    flags.operator.metrics_addr = probe;
+    let shutdown = CancellationToken::new();
+    let operator = tokio::spawn(redroid::run_with_client(flags, sa_client, shutdown.clone()));
+    let instances: Api<RedroidInstance> = Api::namespaced(admin.clone(), &ns.name);
+    instances
+        .create(&PostParams::default(), &instance("android-0", 0))
+        .await?;
+
+    let expected = format!(
+        r#"list of services in namespace "{}" is forbidden"#,
+        ns.name
+    );
+    let body = testenv::eventually("/readyz naming the refused watch", TIMEOUT, || async {
+        let (code, body) = readyz(probe).await?;
+        (code == 503 && body.contains(&expected)).then_some(body)
+    })
+    .await?;
+    assert!(body.contains("redroidinstance"), "{body}");
+    let errors = logs.lines_with(&[
+        "ERROR",
+        "watch forbidden",
+        "resource=services",
+        "verb=list",
+        &ns.name,
+    ]);
+    assert!(!errors.is_empty(), "no ERROR line names the refused watch");
+
+    testenv::rbac::apply(&admin, &full, "flotilla-e2e-rbac").await?;
+    testenv::eventually("/readyz ready once granted", TIMEOUT, || async {
+        let (code, _) = readyz(probe).await?;
+        (code == 200).then_some(())
+    })
+    .await?;
+    testenv::wait_for(&instances, "android-0", TIMEOUT, |i| {
+        i.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(InstancePhase::Running))
+    })
+    .await?;
+    assert!(!operator.is_finished(), "the operator kept running");
+    shutdown.cancel();
+    tokio::time::timeout(TIMEOUT, operator)
+        .await??
+        .map_err(|e| anyhow::anyhow!("operator failed: {e:#}"))?;
     Ok(())
 }

@@ -643,3 +643,253 @@ async fn converged_reconcile_makes_zero_writes() {
         .expect("reconcile");
     assert_eq!(counts.writes(), 0, "{:?}", counts.by_verb());
 }
+
+// Passes that start before the Pod and Service caches are synced wait for them; kube-runtime
+// wakes only one waiter of a store, so passes waiting side by side used to hang for good (the
+// instance never got a status). Instances created the moment the controller starts hit that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_created_at_start_up_are_all_reconciled() {
+    const N: i32 = 12;
+    let env = Env::new("ri-startup").await;
+    // All at once, while the controller is still listing.
+    let names: Vec<String> = (0..N).map(|i| format!("a{i}")).collect();
+    let creates = names
+        .iter()
+        .zip(0..N)
+        .map(|(name, i)| env.create(name, json!({"index": i})));
+    futures::future::join_all(creates).await;
+    for name in &names {
+        env.wait_phase(name, InstancePhase::Running).await;
+    }
+}
+
+fn reason_is(i: &RedroidInstance, reason: &str) -> bool {
+    i.status.as_ref().is_some_and(|s| {
+        kit::conditions::get(&s.conditions, "Ready").is_some_and(|c| c.reason == reason)
+    })
+}
+
+// Issue item 10: the wake-up of a blocked instance used to come from a separate watch that can
+// arrive before the controller's instance cache drops the deleted peer; the blocked instance
+// then re-read the stale cache, stayed blocked and had no timed retry. Several pairs at once
+// and several rounds load the controller so the two orderings both happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_instance_starts_every_time_its_peer_is_deleted() {
+    const PAIRS: i32 = 4;
+    const ROUNDS: i32 = 4;
+    // Well below the controller's timed backstop: the start must come from the deletion.
+    const START: Duration = Duration::from_secs(15);
+    let env = Env::new("ri-conflict-race").await;
+    for round in 0..ROUNDS {
+        let index = |p: i32| 10 + round * PAIRS + p;
+        for p in 0..PAIRS {
+            env.create(&format!("first-{round}-{p}"), json!({"index": index(p)}))
+                .await;
+        }
+        for p in 0..PAIRS {
+            env.wait_phase(&format!("first-{round}-{p}"), InstancePhase::Running)
+                .await;
+            env.create(&format!("second-{round}-{p}"), json!({"index": index(p)}))
+                .await;
+        }
+        for p in 0..PAIRS {
+            testenv::wait_for(
+                &env.instances(),
+                &format!("second-{round}-{p}"),
+                T,
+                |i: &RedroidInstance| reason_is(i, "IndexConflict"),
+            )
+            .await
+            .expect("IndexConflict");
+        }
+        // `kubectl delete --wait=false`, all at once.
+        for p in 0..PAIRS {
+            env.instances()
+                .delete(&format!("first-{round}-{p}"), &DeleteParams::default())
+                .await
+                .expect("delete first");
+        }
+        for p in 0..PAIRS {
+            let name = format!("second-{round}-{p}");
+            testenv::wait_for(&env.instances(), &name, START, |i: &RedroidInstance| {
+                phase_of(i) == Some(InstancePhase::Running)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {name} never started: {e}"));
+        }
+    }
+}
+
+// A deleted peer no longer wins the conflict, but its Pod still runs on the shared layer until
+// garbage collection removes it: the blocked instance starts only once that Pod is gone.
+#[tokio::test]
+async fn deleted_peer_pod_still_holds_the_layer_until_it_is_gone() {
+    const HOLD: &str = "flotilla.test/hold";
+    let env = Env::new("ri-conflict-pod").await;
+    env.create("first", json!({"index": 4})).await;
+    let pod = env
+        .wait_phase("first", InstancePhase::Running)
+        .await
+        .status
+        .and_then(|s| s.pod_name)
+        .expect("pod");
+    env.create("second", json!({"index": 4})).await;
+    testenv::wait_for(&env.instances(), "second", T, |i: &RedroidInstance| {
+        reason_is(i, "IndexConflict")
+    })
+    .await
+    .expect("IndexConflict");
+    // Keep first's Pod around after its instance is gone.
+    let hold = Patch::Merge(json!({"metadata": {"finalizers": [HOLD]}}));
+    env.pods()
+        .patch(&pod, &PatchParams::default(), &hold)
+        .await
+        .expect("hold pod");
+    env.instances()
+        .delete("first", &DeleteParams::default())
+        .await
+        .expect("delete first");
+    testenv::wait_deleted(&env.instances(), "first", T)
+        .await
+        .expect("first gone");
+    let waiting = testenv::wait_for(&env.instances(), "second", T, move |i: &RedroidInstance| {
+        reason_is(i, "IndexConflict") && ready(i).2.contains("waiting for Pod")
+    })
+    .await
+    .expect("second waits for first's Pod");
+    assert!(ready(&waiting).2.contains(&pod), "{:?}", ready(&waiting));
+    assert!(env.instance_pods("second").await.is_empty());
+    let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    env.pods()
+        .patch(&pod, &PatchParams::default(), &release)
+        .await
+        .expect("release pod");
+    env.wait_phase("second", InstancePhase::Running).await;
+}
+
+// Issue item 11: names a RedroidInstance may have but a Service may not (a leading digit, more
+// than 63 characters) were refused with InvalidSpec. They run now, with a derived Service
+// named in status.serviceName and the ADB address, and label values cut to 63 characters.
+#[tokio::test]
+async fn names_that_are_not_service_names_still_run() {
+    let env = Env::new("ri-names").await;
+    let long = format!("android-{}", "x".repeat(70));
+    for (name, index) in [("0android", 0), (long.as_str(), 1), ("android-1", 2)] {
+        env.create(name, json!({"index": index})).await;
+        let inst = env.wait_phase(name, InstancePhase::Running).await;
+        let status = inst.status.clone().expect("status");
+        let service = names::service_name(name);
+        assert_eq!(status.service_name.as_deref(), Some(service.as_str()));
+        assert_eq!(
+            status.adb_address,
+            Some(format!("{service}.{}.svc.cluster.local:5555", env.ns.name))
+        );
+        assert_eq!(name == "android-1", service == name, "{name} -> {service}");
+        let svc = env.services().get(&service).await.expect("service");
+        assert_eq!(svc.owner_references()[0].uid, inst.uid().expect("uid"));
+        let label = names::instance_label(name);
+        assert!(label.len() <= 63);
+        let selector = svc.spec.and_then(|s| s.selector).expect("selector");
+        assert_eq!(selector.get(names::INSTANCE_LABEL), Some(&label));
+        let pod = status.pod_name.expect("pod");
+        assert!(pod.len() <= 63, "{pod}");
+        let pods = env.instance_pods(&label).await;
+        assert_eq!(
+            pods.iter().map(|p| p.name_any()).collect::<Vec<_>>(),
+            [pod],
+            "the Service selects exactly the instance Pod"
+        );
+    }
+}
+
+// Issue item 12: a baseMode instance writes the shared PVC that overlays mount as their
+// read-only lower layer; the later one waits with BaseLayerConflict, whichever it is.
+#[tokio::test]
+async fn base_mode_and_overlays_on_one_shared_pvc_never_run_together() {
+    let env = Env::new("ri-basemode").await;
+    env.create("base-a", json!({"index": 0, "baseMode": true}))
+        .await;
+    env.wait_phase("base-a", InstancePhase::Running).await;
+    env.create("overlay-c", json!({"index": 2})).await;
+    let waiting = testenv::wait_for(&env.instances(), "overlay-c", T, |i: &RedroidInstance| {
+        reason_is(i, "BaseLayerConflict")
+    })
+    .await
+    .expect("overlay waits");
+    assert_eq!(phase_of(&waiting), Some(InstancePhase::Pending));
+    let msg = ready(&waiting).2;
+    assert!(
+        msg.contains("base-a") && msg.contains("lower layer"),
+        "{msg}"
+    );
+    assert!(env.instance_pods("overlay-c").await.is_empty());
+    // Another base is no conflict.
+    testenv::bound_claim(&env.client, &env.ns.name, "other-base")
+        .await
+        .expect("claim");
+    env.create(
+        "elsewhere",
+        json!({"index": 3, "sharedDataPVC": "other-base"}),
+    )
+    .await;
+    env.wait_phase("elsewhere", InstancePhase::Running).await;
+    // Leaving baseMode frees the overlay, once base-a's baseMode Pod is gone.
+    env.patch_spec("base-a", json!({"baseMode": false})).await;
+    env.wait_phase("overlay-c", InstancePhase::Running).await;
+    env.wait_phase("base-a", InstancePhase::Running).await;
+    // And a later baseMode instance waits for the running overlays.
+    env.create("base-b", json!({"index": 9, "baseMode": true}))
+        .await;
+    testenv::wait_for(&env.instances(), "base-b", T, |i: &RedroidInstance| {
+        reason_is(i, "BaseLayerConflict")
+    })
+    .await
+    .expect("base waits");
+    assert!(env.instance_pods("base-b").await.is_empty());
+    assert!(
+        env.event_reasons("overlay-c")
+            .await
+            .iter()
+            .any(|r| r == "BaseLayerConflict")
+    );
+}
+
+#[tokio::test]
+async fn an_instance_without_spec_is_reported_invalid_and_others_still_run() {
+    let env = Env::new("ri-nospec").await;
+    let bare: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "redroid.isning.moe/v1alpha1", "kind": "RedroidInstance",
+        "metadata": {"name": "bare"}
+    }))
+    .expect("object");
+    let gvk =
+        kube::core::GroupVersionKind::gvk("redroid.isning.moe", "v1alpha1", "RedroidInstance");
+    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.ns.name,
+        &kube::core::ApiResource::from_gvk(&gvk),
+    );
+    dynamic
+        .create(&PostParams::default(), &bare)
+        .await
+        .expect("the schema accepts an instance without spec, as upstream's does");
+    env.create("fine", json!({"index": 3})).await;
+    env.wait_phase("fine", InstancePhase::Running).await;
+    let bare = testenv::wait_for(&env.instances(), "bare", T, |i: &RedroidInstance| {
+        reason_is(i, "InvalidSpec")
+    })
+    .await
+    .expect("bare is reported");
+    let (_, _, message) = ready(&bare);
+    assert!(message.contains("spec.image"), "{message}");
+    let pods = env
+        .pods()
+        .list(&ListParams::default().labels(&format!("{}=bare", names::INSTANCE_LABEL)))
+        .await
+        .expect("pods");
+    assert!(pods.items.is_empty(), "nothing runs for it");
+    assert!(
+        env.services().get_opt("bare").await.expect("get").is_none(),
+        "no Service either"
+    );
+}

@@ -7,10 +7,14 @@
 
 pub mod admission;
 pub mod chaos;
+pub mod deployed;
 pub mod identity;
+pub mod kustomize;
+pub mod packages;
 pub mod pki;
 pub mod plane;
 pub mod process;
+pub mod procnode;
 pub mod rbac;
 pub mod registry;
 mod support;

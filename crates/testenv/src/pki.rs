@@ -1,9 +1,11 @@
 //! Certificates for the local plane, made with the `openssl` command line.
 //!
-//! One throw-away CA signs the apiserver serving certificate (SANs 127.0.0.1 and localhost; v3
-//! extensions, because rustls rejects v1 and CA certificates used as server certificates) and
-//! an admin client certificate (O=system:masters). A plain RSA key pair signs service-account
-//! tokens.
+//! One throw-away CA signs the apiserver serving certificate (SANs 127.0.0.1, localhost, the
+//! `kubernetes.default…` names and every pod network gateway address, which pods dial; v3
+//! extensions, because rustls rejects v1 and CA certificates used as server certificates), an
+//! admin client certificate (O=system:masters), the process-backed nodes' kubelet serving
+//! certificate and the apiserver's client certificate for them. A plain RSA key pair signs
+//! service-account tokens.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,6 +42,22 @@ impl Pki {
     pub fn admin_key(&self) -> PathBuf {
         self.dir.join("admin.key")
     }
+    /// The process-backed nodes' kubelet serving certificate.
+    pub fn kubelet_crt(&self) -> PathBuf {
+        self.dir.join("kubelet.crt")
+    }
+    /// Its key.
+    pub fn kubelet_key(&self) -> PathBuf {
+        self.dir.join("kubelet.key")
+    }
+    /// The apiserver's client certificate towards kubelets.
+    pub fn kubelet_client_crt(&self) -> PathBuf {
+        self.dir.join("apiserver-kubelet-client.crt")
+    }
+    /// Its key.
+    pub fn kubelet_client_key(&self) -> PathBuf {
+        self.dir.join("apiserver-kubelet-client.key")
+    }
     /// Service-account signing key.
     pub fn sa_key(&self) -> PathBuf {
         self.dir.join("sa.key")
@@ -71,12 +89,26 @@ impl Pki {
             "-out",
             &d(pki.ca_crt()),
         ])?;
+        let gateways: String = crate::procnode::network::all_gateways()
+            .iter()
+            .map(|ip| format!(",IP:{ip}"))
+            .collect();
         let srv = dir.join("srv.ext");
         std::fs::write(
             &srv,
-            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
-            extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,\
-            DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.96.0.1\n",
+            format!(
+                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+                extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,\
+                DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.96.0.1{gateways}\n"
+            ),
+        )?;
+        let kubelet = dir.join("kubelet.ext");
+        std::fs::write(
+            &kubelet,
+            format!(
+                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+                extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1{gateways}\n"
+            ),
         )?;
         let cli = dir.join("cli.ext");
         std::fs::write(
@@ -86,6 +118,12 @@ impl Pki {
         )?;
         pki.sign("apiserver", "/CN=kube-apiserver", &srv)?;
         pki.sign("admin", "/O=system:masters/CN=flotilla-admin", &cli)?;
+        pki.sign("kubelet", "/CN=flotilla-proc-node", &kubelet)?;
+        pki.sign(
+            "apiserver-kubelet-client",
+            "/O=system:masters/CN=kube-apiserver-kubelet-client",
+            &cli,
+        )?;
         openssl(&["genrsa", "-out", &d(pki.sa_key()), "2048"])?;
         openssl(&[
             "rsa",

@@ -1,14 +1,18 @@
 //! The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
-//! kwok, built from pinned upstream modules and started as plain processes on 127.0.0.1.
+//! kwok, built from pinned upstream modules and started as plain processes on 127.0.0.1, plus
+//! our process-backed node agent (`proc-node`, [`crate::procnode`]).
 //!
 //! Contract:
 //! - [`up`] is idempotent: under an exclusive file lock it reuses a healthy running plane, and
 //!   otherwise stops whatever is left of an old one and starts a new one. Several test binaries
 //!   may call it at once; exactly one starts the plane, the others wait for the lock and reuse it.
-//! - Every listener binds 127.0.0.1; pods get 127.1.x.y addresses from per-node pod CIDRs, so
-//!   nothing ever dials outside loopback.
+//! - Every listener binds 127.0.0.1 (the agent: its gateway address in 127.<2+slot>.255.254);
+//!   kwok pods get 127.1.x.y addresses, process-backed pods 127.<2+slot>.x.y, so nothing ever
+//!   dials outside loopback.
 //! - The kubeconfig is written to [`kubeconfig_path`] (`<plane dir>/kubeconfig`).
-//! - [`down`] stops only the processes it recorded and removes the plane directory.
+//! - [`down`] stops only the processes it recorded (the agent first, which kills every pod
+//!   process and removes its network namespaces; then, should the agent have died, whatever
+//!   is left in its cgroups and namespaces) and removes the plane directory.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -29,7 +33,7 @@ pub const NODES: usize = 3;
 pub const ZONES: [&str; NODES] = ["zone-a", "zone-b", "zone-c"];
 
 /// Bumped whenever the way the plane is started changes, so `up` replaces an older plane.
-pub const PLANE_REVISION: u32 = 4;
+pub const PLANE_REVISION: u32 = 5;
 
 /// Service cluster IP range: a /16 so thousands of Services fit (benchmarks). The addresses are
 /// API objects only; nothing ever dials them.
@@ -51,6 +55,9 @@ pub struct State {
     pub etcd_port: u16,
     /// The components, in start order.
     pub procs: Vec<Proc>,
+    /// The pod network slot of the process-backed nodes (see [`crate::procnode::network`]).
+    #[serde(default)]
+    pub pod_network_slot: Option<u8>,
 }
 
 /// Result of [`up`].
@@ -164,8 +171,14 @@ fn up_blocking() -> anyhow::Result<Up> {
         stop(&state);
     }
     let bin = ensure_binaries()?;
+    crate::packages::ensure(
+        "/usr/sbin/ip",
+        "iproute2",
+        "pod networks of the process-backed nodes",
+    )?;
+    let agent = crate::procnode::build_agent()?;
     clean_dir()?;
-    let state = start_plane(&bin, &rt)?;
+    let state = start_plane(&bin, &agent, &rt)?;
     fs::write(state_path(), serde_json::to_vec_pretty(&state)?)?;
     Ok(Up {
         state,
@@ -186,9 +199,15 @@ pub fn down() -> anyhow::Result<bool> {
 }
 
 fn stop(state: &State) {
-    // Reverse start order: kwok and controllers first, etcd last.
+    // Reverse start order: the agent (it kills every pod process), kwok and controllers first,
+    // etcd last.
     for p in state.procs.iter().rev() {
-        p.stop(Duration::from_secs(10));
+        p.stop(Duration::from_secs(15));
+    }
+    if let Some(slot) = state.pod_network_slot
+        && let Err(e) = crate::procnode::clean_slot(slot)
+    {
+        tracing::warn!(error = %e, "cleaning up after the process-backed node agent");
     }
 }
 
@@ -207,7 +226,7 @@ fn clean_dir() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_plane(bin: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State> {
+fn start_plane(bin: &Path, agent: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State> {
     let dir = plane_dir();
     let logs = dir.join("logs");
     let pki = Pki::generate(&dir.join("pki"))?;
@@ -215,6 +234,7 @@ fn start_plane(bin: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State
     write_kubeconfig(&pki, api_port)?;
     let s = |p: PathBuf| p.display().to_string();
     let mut procs = Vec::new();
+    let mut slot = None;
     let mut state = State {
         revision: PLANE_REVISION,
         kubernetes: Versions::pinned().kubernetes,
@@ -222,6 +242,7 @@ fn start_plane(bin: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State
         api_port,
         etcd_port,
         procs: Vec::new(),
+        pod_network_slot: None,
     };
     let result = (|| -> anyhow::Result<()> {
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -267,6 +288,14 @@ fn start_plane(bin: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State
                 format!("--service-account-signing-key-file={}", s(pki.sa_key())),
                 format!("--service-cluster-ip-range={SERVICE_CIDR}"),
                 "--profiling=false".into(),
+                // `kubectl logs` of process-backed pods: the agent's kubelet endpoint.
+                format!(
+                    "--kubelet-client-certificate={}",
+                    s(pki.kubelet_client_crt())
+                ),
+                format!("--kubelet-client-key={}", s(pki.kubelet_client_key())),
+                format!("--kubelet-certificate-authority={}", s(pki.ca_crt())),
+                "--kubelet-preferred-address-types=InternalIP".into(),
             ],
             &logs,
         )?);
@@ -304,7 +333,8 @@ fn start_plane(bin: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State
         let stages = bin.join("stages");
         let mut kwok_args = vec![
             format!("--kubeconfig={kc}"),
-            "--manage-all-nodes=true".into(),
+            // Only its own nodes: the process-backed nodes belong to our agent.
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
             "--node-lease-duration-seconds=40".into(),
             "--cidr=127.1.0.0/16".into(),
             "--node-ip=127.0.0.1".into(),
@@ -327,9 +357,23 @@ fn start_plane(bin: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<State
             kwok_args.push(format!("--config={}", s(stages.join(stage))));
         }
         procs.push(spawn("kwok", &bin.join("kwok"), &kwok_args, &logs)?);
+        let agent = spawn(
+            crate::procnode::AGENT,
+            agent,
+            &[
+                "agent".into(),
+                format!("--plane-dir={}", s(dir.clone())),
+                format!("--api-port={api_port}"),
+            ],
+            &logs,
+        )?;
+        procs.push(agent.clone());
+        let ready = crate::procnode::wait_ready(&dir, &agent, Duration::from_secs(60))?;
+        slot = Some(ready.slot);
         rt.block_on(create_nodes_and_wait(Duration::from_secs(120)))
     })();
     state.procs = procs;
+    state.pod_network_slot = slot;
     if let Err(e) = result {
         let tail = log_tails(&logs);
         stop(&state);
@@ -444,12 +488,13 @@ async fn create_nodes_and_wait(timeout: Duration) -> anyhow::Result<()> {
             .filter(|n| node_ready(n))
             .count();
         let sa = sas.get_opt("default").await?.is_some();
-        if ready >= NODES && sa {
+        let want = NODES + crate::procnode::NODES.len();
+        if ready >= want && sa {
             return Ok(());
         }
         if Instant::now() >= deadline {
             anyhow::bail!(
-                "after {timeout:?}: {ready}/{NODES} nodes Ready, default ServiceAccount present: {sa}"
+                "after {timeout:?}: {ready}/{want} nodes Ready, default ServiceAccount present: {sa}"
             );
         }
         tokio::time::sleep(Duration::from_millis(250)).await; // poll with a deadline

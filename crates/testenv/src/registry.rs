@@ -1,7 +1,9 @@
 //! A real OCI distribution registry for tests, and a minimal client to push and pull tags.
 //!
 //! Contract:
-//! - [`RegistryServer`] runs Debian's `docker-registry` (distribution v2.8) on 127.0.0.1 and a
+//! - [`RegistryServer`] runs Debian's `docker-registry` (distribution v2.8) on 127.0.0.1 (or
+//!   another loopback address, [`RegistryServer::start_at`], e.g. the process-backed nodes'
+//!   gateway so pods reach it) and a
 //!   free port, with filesystem storage in its own temp dir and manifest deletion enabled;
 //!   optionally behind htpasswd basic auth. Start returns once `GET /v2/` answers; dropping
 //!   the server kills the process and removes the temp dir.
@@ -30,37 +32,11 @@ pub const REGISTRY_BINARY: &str = "/usr/bin/docker-registry";
 /// apt-get when it is missing and this process may (root with apt-get), else explains what to
 /// install. Its service is not started: tests run their own servers on free loopback ports.
 pub fn ensure_installed() -> anyhow::Result<()> {
-    if Path::new(REGISTRY_BINARY).exists() {
-        return Ok(());
-    }
-    // Effective uid, the second field of /proc/self/status's "Uid:" line.
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|v| v.split_whitespace().nth(1));
-    let root = euid == Some("0");
-    anyhow::ensure!(
-        root && Path::new("/usr/bin/apt-get").exists(),
-        "{REGISTRY_BINARY} is missing: install Debian's docker-registry package \
-         (apt-get install docker-registry)"
-    );
-    eprintln!("installing Debian's docker-registry package (a real OCI registry for the tests)");
-    let apt = |args: &[&str]| {
-        Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .map(|s| s.success())
-    };
-    if !apt(&["install", "-y", "-qq", "docker-registry"])? {
-        anyhow::ensure!(apt(&["update", "-qq"])?, "apt-get update failed");
-        anyhow::ensure!(
-            apt(&["install", "-y", "-qq", "docker-registry"])?,
-            "apt-get install docker-registry failed"
-        );
-    }
-    Ok(())
+    crate::packages::ensure(
+        REGISTRY_BINARY,
+        "docker-registry",
+        "a real OCI registry for the cocoon tests",
+    )
 }
 
 const PROBE_AGENT: &str = "testenv-registry-ready";
@@ -76,39 +52,50 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 pub struct RegistryServer {
     child: Child,
     dir: PathBuf,
+    ip: std::net::Ipv4Addr,
     port: u16,
 }
 
 impl RegistryServer {
     /// An anonymous registry.
     pub async fn start() -> anyhow::Result<Self> {
-        Self::launch(None).await
+        Self::launch(None, std::net::Ipv4Addr::LOCALHOST).await
+    }
+
+    /// An anonymous registry listening on `ip` (a loopback address of this host, such as
+    /// [`crate::procnode::gateway`], where pods of the process-backed nodes reach it).
+    pub async fn start_at(ip: std::net::Ipv4Addr) -> anyhow::Result<Self> {
+        ensure!(
+            ip.is_loopback(),
+            "the registry listens on loopback addresses only, not {ip}"
+        );
+        Self::launch(None, ip).await
     }
 
     /// A registry that requires `user`/`password` (htpasswd, bcrypt) on every request.
     pub async fn start_with_basic_auth(user: &str, password: &str) -> anyhow::Result<Self> {
-        Self::launch(Some((user, password))).await
+        Self::launch(Some((user, password)), std::net::Ipv4Addr::LOCALHOST).await
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://<ip>:<port>`.
     pub fn url(&self) -> String {
         format!("http://{}", self.host())
     }
 
-    /// `127.0.0.1:<port>`.
+    /// `<ip>:<port>`.
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.ip, self.port)
     }
 
     /// Requests served so far (readiness probes left out).
     pub fn requests(&self) -> u64 {
         let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
         log.lines()
-            .filter(|l| l.starts_with("127.0.0.1 ") && !l.contains(PROBE_AGENT))
+            .filter(|l| l.starts_with("127.") && !l.contains(PROBE_AGENT))
             .count() as u64
     }
 
-    async fn launch(auth: Option<(&str, &str)>) -> anyhow::Result<Self> {
+    async fn launch(auth: Option<(&str, &str)>, ip: std::net::Ipv4Addr) -> anyhow::Result<Self> {
         ensure!(
             Path::new(REGISTRY_BINARY).exists(),
             "{REGISTRY_BINARY} is missing: install Debian's docker-registry package \
@@ -118,7 +105,7 @@ impl RegistryServer {
         // A port taken between free_port and the registry's bind makes the process exit; a
         // fresh port is tried then.
         for _ in 0..3 {
-            let mut server = Self::spawn(auth)?;
+            let mut server = Self::spawn(auth, ip)?;
             match server.wait_ready().await {
                 Ok(()) => return Ok(server),
                 Err(e) => last = Some(e.context(server.log_tail())),
@@ -127,14 +114,14 @@ impl RegistryServer {
         Err(last.expect("at least one attempt"))
     }
 
-    fn spawn(auth: Option<(&str, &str)>) -> anyhow::Result<Self> {
+    fn spawn(auth: Option<(&str, &str)>, ip: std::net::Ipv4Addr) -> anyhow::Result<Self> {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let dir =
             std::env::temp_dir().join(format!("testenv-registry-{}-{seq}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("data"))?;
         let port = free_port()?;
-        let config = render_config(&dir, port, auth.is_some());
+        let config = render_config(&dir, ip, port, auth.is_some());
         std::fs::write(dir.join("config.yml"), config)?;
         if let Some((user, password)) = auth {
             let hash = bcrypt::hash(password, 4)?;
@@ -148,13 +135,19 @@ impl RegistryServer {
             .stderr(std::fs::File::create(dir.join("registry.log"))?)
             .spawn()
             .with_context(|| format!("cannot start {REGISTRY_BINARY}"))?;
-        Ok(Self { child, dir, port })
+        Ok(Self {
+            child,
+            dir,
+            ip,
+            port,
+        })
     }
 
     /// Waits until `GET /v2/` gets any HTTP answer (401 included) or the process exits.
     async fn wait_ready(&mut self) -> anyhow::Result<()> {
         let client = reqwest::Client::builder()
             .user_agent(PROBE_AGENT)
+            .no_proxy()
             .timeout(Duration::from_secs(2))
             .build()?;
         let deadline = Instant::now() + START_TIMEOUT;
@@ -195,12 +188,12 @@ impl Drop for RegistryServer {
     }
 }
 
-fn render_config(dir: &Path, port: u16, basic_auth: bool) -> String {
+fn render_config(dir: &Path, ip: std::net::Ipv4Addr, port: u16, basic_auth: bool) -> String {
     let mut config = format!(
         "version: 0.1\n\
          log:\n  level: warn\n\
          storage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\n\
-         http:\n  addr: 127.0.0.1:{port}\n  secret: testenv-registry-{port}\n",
+         http:\n  addr: {ip}:{port}\n  secret: testenv-registry-{port}\n",
         data = dir.join("data").display(),
     );
     if basic_auth {

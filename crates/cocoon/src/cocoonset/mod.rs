@@ -346,11 +346,10 @@ pub async fn run(
     run_controller(
         controller,
         &settings,
-        &rc.metrics,
+        &rc,
         reconcile,
         error_policy,
         reconciler,
-        rc.shutdown.clone(),
     )
     .await;
     Ok(())

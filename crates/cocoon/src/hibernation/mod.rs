@@ -320,15 +320,6 @@ pub async fn run_with(ctx: Arc<Context>, rc: RunContext, settings: Settings) -> 
         ctx,
         timeouts: settings.timeouts,
     });
-    run_controller(
-        controller,
-        &cs,
-        &rc.metrics,
-        reconcile,
-        error_policy,
-        reconciler,
-        rc.shutdown,
-    )
-    .await;
+    run_controller(controller, &cs, &rc, reconcile, error_policy, reconciler).await;
     Ok(())
 }

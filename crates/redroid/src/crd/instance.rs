@@ -16,7 +16,10 @@ use serde::{Deserialize, Serialize};
 /// One Android-in-container instance: a Pod running redroid on an overlayfs `/data` (the shared
 /// base PVC as the read-only lower layer, a per-instance writable layer on the diff PVC), and a
 /// Service exposing ADB.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+// `spec` is optional as upstream's schema has it: an absent spec deserialises to Go's zero
+// values (`kit::optional_spec!`), which the controller reports as `InvalidSpec`.
+#[serde(remote = "Self")]
 #[kube(
     group = "redroid.isning.moe",
     version = "v1alpha1",
@@ -53,7 +56,9 @@ pub struct RedroidInstanceSpec {
     /// Selects this instance's writable layer: the `/data-diff/<index>` sub-directory of the diff
     /// PVC. Two instances with the same index on the same diff PVC would corrupt each other, so
     /// the operator never runs them at once (the later one reports `IndexConflict`).
-    #[schemars(range(min = 0))]
+    // A plain integer as upstream's (Go `int`, no int32 format); i32 holds every index the
+    // operator can run, and a larger one is refused by deserialisation, not silently wrapped.
+    #[schemars(range(min = 0), extend("format" = null))]
     pub index: i32,
 
     /// Container image of redroid.
@@ -148,6 +153,8 @@ pub struct RedroidInstanceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceSpec>,
 }
+
+kit::optional_spec!(RedroidInstanceSpec);
 
 /// GPU mode of redroid.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
@@ -311,6 +318,12 @@ pub struct RedroidInstanceStatus {
     /// Stable ADB address: `<service>.<namespace>.svc.cluster.local:<adbPort>`, set while Running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adb_address: Option<String>,
+    /// The instance's ADB Service (it exists even while the instance is stopped): named like
+    /// the instance when the name is a valid Service name (a DNS-1035 label: lower-case
+    /// letters, digits and `-`, starting with a letter, at most 63 characters), otherwise
+    /// `redroid-<name>-<hash>` derived from it. A Flotilla addition to upstream's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
     /// `Ready` and `Scheduled`, with reasons and messages.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]

@@ -3,7 +3,9 @@
 //! Events.
 //!
 //! Contract: every function writes only when there is something to change; a converged
-//! instance passes through here without a single request.
+//! instance passes through here without a single request. Every write it makes is logged at
+//! info with the instance's namespace and name (and the Pod or Service), so the operator's log
+//! says what it did; a pass that writes nothing logs nothing here.
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -94,13 +96,21 @@ pub async fn release_legacy_finalizer(
     ctx: &Context,
     inst: &RedroidInstance,
 ) -> Result<(), ApplyError> {
-    kit::finalizers::remove(&api(ctx, inst), inst, names::LEGACY_INSTANCE_FINALIZER)
+    let removed = kit::finalizers::remove(&api(ctx, inst), inst, names::LEGACY_INSTANCE_FINALIZER)
         .await
-        .map(|_| ())
         .map_err(|source| ApplyError::RemoveFinalizer {
             name: inst.name_any(),
             source,
-        })
+        })?;
+    if removed {
+        tracing::info!(
+            namespace = %inst.namespace().unwrap_or_default(),
+            name = %inst.name_any(),
+            finalizer = %names::LEGACY_INSTANCE_FINALIZER,
+            "removed the upstream finalizer from a deleted instance"
+        );
+    }
+    Ok(())
 }
 
 /// Clears expired overrides (a merge patch, whoever set them) and returns the updated instance.
@@ -127,6 +137,13 @@ pub async fn clear_expired(
         name: name.clone(),
         source,
     })?;
+    tracing::info!(
+        namespace = %inst.namespace().unwrap_or_default(),
+        name = %name,
+        woken = expired.woken,
+        suspended = expired.suspended,
+        "cleared expired override"
+    );
     if expired.woken {
         event(
             ctx,
@@ -190,6 +207,12 @@ async fn create(
         .await
     {
         Ok(_) => {
+            tracing::info!(
+                namespace = %inst.namespace().unwrap_or_default(),
+                name = %inst.name_any(),
+                pod = %name,
+                "created Pod"
+            );
             event(
                 ctx,
                 inst,
@@ -225,6 +248,12 @@ async fn delete(
     for name in &names {
         match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => {
+                tracing::info!(
+                    namespace = %inst.namespace().unwrap_or_default(),
+                    name = %inst.name_any(),
+                    pod = %name,
+                    "deleted Pod"
+                );
                 event(
                     ctx,
                     inst,
@@ -255,7 +284,16 @@ async fn adopt(api: &Api<Pod>, inst: &RedroidInstance, pod: Pod) -> Result<PodSt
     let res = api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
         .await;
-    let adopted = res.map_err(|source| ApplyError::AdoptPod { name, source })?;
+    let adopted = res.map_err(|source| ApplyError::AdoptPod {
+        name: name.clone(),
+        source,
+    })?;
+    tracing::info!(
+        namespace = %inst.namespace().unwrap_or_default(),
+        name = %inst.name_any(),
+        pod = %name,
+        "adopted Pod"
+    );
     Ok(PodState::Current(Box::new(adopted)))
 }
 
@@ -274,6 +312,16 @@ pub async fn service(
     let res = api::<Service>(ctx, inst)
         .patch(&name, &params, &Patch::Apply(desired))
         .await;
-    res.map(|_| ())
-        .map_err(|source| ApplyError::ApplyService { name, source })
+    res.map_err(|source| ApplyError::ApplyService {
+        name: name.clone(),
+        source,
+    })?;
+    tracing::info!(
+        namespace = %inst.namespace().unwrap_or_default(),
+        name = %inst.name_any(),
+        service = %name,
+        created = live.is_none(),
+        "applied Service"
+    );
+    Ok(())
 }

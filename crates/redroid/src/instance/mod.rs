@@ -5,11 +5,13 @@
 //! only) → `clear_expired_overrides` → `observe` → `validate` (desired phase, conflicts) →
 //! `build` (Pod and Service) → `apply_service` → `apply_pod` → `write_status` → `publish_events`.
 //! It never writes the spec; a pass with nothing to do makes no write at all; it requeues at
-//! the earliest pending override `until`, and shortly while waiting for a Pod to go.
+//! the earliest pending override `until`, shortly while waiting for a Pod to go, and after
+//! [`BLOCKED_RECHECK`] while held back by a conflict (a backstop: the wake-up normally comes
+//! from the peer's own change, see [`run`]).
 //!
 //! Concurrency: up to `Settings::max_concurrent_reconciles` passes run at once; kube-runtime
 //! never runs two passes of one instance together, and [`LayerLocks`] keeps passes of
-//! instances sharing a writable layer apart, so the conflict rule sees each other's Pods.
+//! instances whose data conflict apart, so the conflict rule sees each other's Pods.
 
 pub mod apply;
 pub mod build;
@@ -23,6 +25,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 
+use futures::TryStreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kit::controller::{ControllerSettings, RunContext, run_controller};
@@ -42,6 +45,8 @@ use status::StatusError;
 
 /// How often to look again while waiting for a Pod we do not get events for.
 const WAIT: Duration = Duration::from_secs(2);
+/// Backstop re-check of an instance held back by a conflict or a data sidecar.
+pub const BLOCKED_RECHECK: Duration = Duration::from_secs(30);
 
 /// A failed reconcile, by step.
 #[derive(Debug, thiserror::Error)]
@@ -86,21 +91,52 @@ impl Reconciler {
     }
 }
 
-/// One async lock per writable layer ([`validate::layer_key`]): passes of instances sharing
-/// data run one after another, so the later pass sees the Pod the earlier one created (or
-/// its stop). Without it two peers reconciled at once could both decide they may run.
+/// Keeps passes of instances whose data conflict apart ([`validate::lock_keys`]), so the later
+/// pass sees the Pod the earlier one created (or its stop). Without it two peers reconciled
+/// at once could both decide they may run. A read-write lock per shared base PVC (overlays
+/// share it, a baseMode instance holds it alone) and a lock per writable layer; always taken
+/// in that order, so passes never deadlock.
 #[derive(Default)]
-pub struct LayerLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+pub struct LayerLocks {
+    bases: Mutex<HashMap<String, Arc<tokio::sync::RwLock<()>>>>,
+    layers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The locks one pass holds.
+pub struct LayerGuard {
+    _base: BaseGuard,
+    _layer: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+enum BaseGuard {
+    Shared(#[allow(dead_code)] tokio::sync::OwnedRwLockReadGuard<()>),
+    Exclusive(#[allow(dead_code)] tokio::sync::OwnedRwLockWriteGuard<()>),
+}
+
+fn entry<L: Default>(map: &Mutex<HashMap<String, Arc<L>>>, key: String) -> Arc<L> {
+    let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
+    // Drop the locks nobody holds or waits for, so the map follows the live data.
+    map.retain(|_, l| Arc::strong_count(l) > 1);
+    map.entry(key).or_default().clone()
+}
 
 impl LayerLocks {
-    async fn lock(&self, key: String) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            // Drop the locks nobody holds or waits for, so the map follows the live layers.
-            map.retain(|_, l| Arc::strong_count(l) > 1);
-            map.entry(key).or_default().clone()
+    async fn lock(&self, inst: &RedroidInstance) -> LayerGuard {
+        let (base, exclusive, layer) = validate::lock_keys(inst);
+        let base = entry(&self.bases, base);
+        let base = if exclusive {
+            BaseGuard::Exclusive(base.write_owned().await)
+        } else {
+            BaseGuard::Shared(base.read_owned().await)
         };
-        lock.lock_owned().await
+        let layer = match layer {
+            Some(key) => Some(entry(&self.layers, key).lock_owned().await),
+            None => None,
+        };
+        LayerGuard {
+            _base: base,
+            _layer: layer,
+        }
     }
 }
 
@@ -116,7 +152,7 @@ pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result
         // Reads must come from complete caches, or a Pod or conflict could be missed at start-up.
         caches.ready().await;
     }
-    let _layer = r.layers.lock(validate::layer_key(&inst)).await;
+    let _layers = r.layers.lock(&inst).await;
     let now = Timestamp::now();
     let cleared = apply::clear_expired(ctx, &inst, validate::expired_overrides(&inst, now)).await?;
     let inst = cleared.map(Arc::new).unwrap_or(inst);
@@ -130,18 +166,10 @@ pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result
         .as_ref()
         .filter(|_| want == validate::Want::Run && block.is_none())
         .map(build::pod::pod);
-    if let (
-        Some(m),
-        None | Some(validate::Block::IndexConflict(_) | validate::Block::DataInUse(_)),
-    ) = (&model, &block)
-    {
-        apply::service(
-            ctx,
-            &inst,
-            &build::service::service(m),
-            seen.service.as_ref(),
-        )
-        .await?;
+    let runnable = !matches!(block, Some(validate::Block::Invalid(_)));
+    if let Some(m) = model.as_ref().filter(|_| runnable) {
+        let service = build::service::service(m);
+        apply::service(ctx, &inst, &service, seen.service.as_ref()).await?;
     }
     let hash = desired_pod.as_ref().and_then(|p| {
         p.annotations()
@@ -157,6 +185,7 @@ pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result
     };
     let new = status::compute(&inst, &facts, now);
     if status::write(ctx, &inst, &new).await? {
+        status::log_transition(&inst, inst.status.as_ref(), &new);
         for (warning, reason, note) in status::transitions(inst.status.as_ref(), &new) {
             apply::event(ctx, &inst, warning, reason, note).await;
         }
@@ -172,14 +201,21 @@ fn requeue(
     now: Timestamp,
 ) -> Outcome {
     let expiry = validate::next_expiry(inst, now).map_or(Outcome::Done, Outcome::RequeueAfter);
-    // Orphans, foreign Pods and peers' Pods send us no events; owned Pods do, this is a backstop.
-    let waiting = matches!(pod, PodState::Terminating(_) | PodState::Foreign(_))
-        || matches!(block, Some(validate::Block::IndexConflict(m)) if m.starts_with("waiting"));
-    expiry.sooner(if waiting {
+    // Orphans, foreign Pods and other instances' Pods send us no events; owned Pods do, this
+    // is a backstop. A conflict is re-checked on a timer too, in case a wake-up was missed.
+    let waiting_for_pod = matches!(pod, PodState::Terminating(_) | PodState::Foreign(_))
+        || matches!(block, Some(validate::Block::Conflict { pod: true, .. }));
+    let backstop = if waiting_for_pod {
         Outcome::RequeueAfter(WAIT)
+    } else if matches!(block, Some(validate::Block::Invalid(_))) {
+        // Only a spec change helps, and the instance's own watch brings it.
+        Outcome::Done
+    } else if block.is_some() {
+        Outcome::RequeueAfter(BLOCKED_RECHECK)
     } else {
         Outcome::Done
-    })
+    };
+    expiry.sooner(backstop)
 }
 
 /// Retry policy: transient errors back off per object, permanent ones wait for a change.
@@ -188,11 +224,12 @@ pub fn error_policy(inst: Arc<RedroidInstance>, err: &Error, r: Arc<Reconciler>)
 }
 
 /// Runs the instance controller until `rc.shutdown` is cancelled: RedroidInstances in
-/// `namespace` (cluster-wide when `None`), their Pods and Services, instances sharing data
-/// (index conflicts) and data-sidecar task pods (DataInUse).
+/// `namespace` (cluster-wide when `None`), their Pods and Services, instances whose data
+/// conflict (each other's changes wake them) and data-sidecar task pods (DataInUse).
 ///
-/// Pods and Services are watched through reflectors whose stores the reconciler reads
-/// ([`Caches`]); the same watch events trigger the reconciles, after the store has them.
+/// Every watch feeds a reflector whose store the reconciler reads ([`Caches`]), and every
+/// trigger is derived from an event only after that store has applied it: a blocked instance
+/// woken by its peer's deletion re-reads a store that no longer holds the peer.
 pub async fn run(
     ctx: Arc<Context>,
     rc: RunContext,
@@ -200,12 +237,22 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let ns = namespace.as_deref();
     let client = &ctx.client;
-    let controller = Controller::new(
+    let (instances, writer) = reflector::store();
+    // Wake-ups of other instances, sent after the store applied the change that caused them.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let mapper = instances.clone();
+    let instance_events = watcher(
         kit::events::scoped::<RedroidInstance>(client, ns),
         watcher::Config::default(),
-    );
-    let instances = controller.store();
-    let peers = instances.clone();
+    )
+    .default_backoff()
+    .reflect(writer)
+    .inspect_ok(move |event| {
+        for r in wakes(&mapper, event) {
+            let _ = wake.unbounded_send(r);
+        }
+    })
+    .applied_objects();
     // Every Pod labelled with an instance: its own (and upstream) Pods, task pods, sidecars.
     let pods_config = watcher::Config::default().labels(names::INSTANCE_LABEL);
     // managedFields are most of a cached Pod's size and nothing reads them; the Service
@@ -220,20 +267,13 @@ pub async fn run(
         services_config,
         |_| {},
     );
-    let controller = controller
-        .watches_stream(pod_events, |pod| pod_triggers(&pod))
+    let pod_mapper = instances.clone();
+    let controller = Controller::for_stream(instance_events, instances.clone())
+        .watches_stream(pod_events, move |pod| pod_triggers(&pod_mapper, &pod))
         .owns_stream(service_events)
-        .watches(
-            kit::events::scoped::<RedroidInstance>(client, ns),
-            watcher::Config::default(),
-            move |changed| sharing(&peers, &changed),
-        );
+        .reconcile_on(woken);
     let reconciler = Arc::new(Reconciler {
-        caches: Some(Caches {
-            instances,
-            pods,
-            services,
-        }),
+        caches: Some(Caches::new(instances, pods, services)),
         ..Reconciler::new(ctx.clone())
     });
     let mut settings = ControllerSettings::new(names::INSTANCE_CONTROLLER);
@@ -241,11 +281,10 @@ pub async fn run(
     run_controller(
         controller,
         &settings,
-        &rc.metrics,
+        &rc,
         reconcile,
         error_policy,
         reconciler,
-        rc.shutdown.clone(),
     )
     .await;
     Ok(())
@@ -275,38 +314,72 @@ where
     (store, events.touched_objects().boxed())
 }
 
-// The instances a Pod event concerns: its controlling instance, and for a data-sidecar pod
-// the instance whose data it uses.
-fn pod_triggers(pod: &Pod) -> Vec<ObjectRef<RedroidInstance>> {
+/// The other instances an instance event should wake, computed after `store` applied it:
+/// for a changed or deleted instance, those whose data conflict with it and every instance
+/// in its namespace held back by a conflict (it may have been the one they waited for, with
+/// data it no longer has); after a re-list, every instance held back by a conflict.
+pub fn wakes(
+    store: &Store<RedroidInstance>,
+    event: &watcher::Event<RedroidInstance>,
+) -> Vec<ObjectRef<RedroidInstance>> {
+    let changed = match event {
+        watcher::Event::Apply(i) | watcher::Event::Delete(i) => i,
+        watcher::Event::InitDone => {
+            return store
+                .state()
+                .iter()
+                .filter(|i| blocked(i))
+                .map(|i| ObjectRef::from(&**i))
+                .collect();
+        }
+        watcher::Event::Init | watcher::Event::InitApply(_) => return Vec::new(),
+    };
+    let (name, ns) = (changed.name_any(), changed.namespace());
+    store
+        .state()
+        .into_iter()
+        .filter(|i| i.namespace() == ns && i.name_any() != name)
+        .filter(|i| blocked(i) || validate::shares_data(&i.spec, &changed.spec))
+        .map(|i| ObjectRef::from(&*i))
+        .collect()
+}
+
+// Held back by another instance's data (its Ready reason says so).
+fn blocked(i: &RedroidInstance) -> bool {
+    let ready = i
+        .status
+        .as_ref()
+        .and_then(|s| kit::conditions::get(&s.conditions, "Ready"));
+    ready.is_some_and(|c| {
+        [
+            crate::data::Conflict::Layer.reason(),
+            crate::data::Conflict::Base.reason(),
+            "DataInUse",
+        ]
+        .contains(&c.reason.as_str())
+    })
+}
+
+// The instances a Pod event concerns: its controlling instance; for a data-sidecar pod the
+// instance whose data it uses; and for any instance or sidecar pod, the instances in its
+// namespace held back by a conflict (they may be waiting for this Pod to go).
+fn pod_triggers(store: &Store<RedroidInstance>, pod: &Pod) -> Vec<ObjectRef<RedroidInstance>> {
     let ns = pod.namespace();
     let mut refs: Vec<ObjectRef<RedroidInstance>> = pod
         .owner_references()
         .iter()
         .filter_map(|o| ObjectRef::from_owner_ref(ns.as_deref(), o, ()))
         .collect();
-    if pod.labels().get(names::SIDECAR_LABEL).map(String::as_str) == Some("true") {
-        refs.extend(sidecar_owner(pod));
+    let sidecar = observe::is_sidecar(pod);
+    if !sidecar && !observe::is_instance_pod(pod) {
+        return refs;
+    }
+    let label = pod.labels().get(names::INSTANCE_LABEL);
+    for i in store.state().iter().filter(|i| i.namespace() == ns) {
+        let owner = sidecar && label == Some(&names::instance_label(&i.name_any()));
+        if owner || blocked(i) {
+            refs.push(ObjectRef::from(&**i));
+        }
     }
     refs
-}
-
-// Every other instance sharing the changed instance's data: a deletion or stop frees them.
-fn sharing(
-    store: &Store<RedroidInstance>,
-    changed: &RedroidInstance,
-) -> Vec<ObjectRef<RedroidInstance>> {
-    let (name, ns) = (changed.name_any(), changed.namespace());
-    let others = store
-        .state()
-        .into_iter()
-        .filter(|i| i.namespace() == ns && i.name_any() != name);
-    others
-        .filter(|i| validate::shares_data(&i.spec, &changed.spec))
-        .map(|i| ObjectRef::from(&*i))
-        .collect()
-}
-
-fn sidecar_owner(pod: &Pod) -> Option<ObjectRef<RedroidInstance>> {
-    let instance = pod.labels().get(names::INSTANCE_LABEL)?;
-    Some(ObjectRef::new(instance).within(&pod.namespace()?))
 }

@@ -1,5 +1,6 @@
-//! Reads only: the instance's Pods, its Service, the instances sharing its data and their
-//! Pods, and unfinished data-sidecar pods using its data.
+//! Reads only: the instance's Pods, its Service, the instances whose data conflict with its
+//! own, other Pods that may use conflicting data, and unfinished data-sidecar pods using its
+//! data.
 //!
 //! Contract: no writes. Instance Pods are those labelled with the instance name that are not
 //! task pods (`component=instance`, or no component and no task label: Pods of the upstream
@@ -15,9 +16,13 @@
 //! stale or missing cached copy costs at most one redundant apply. Every such write causes a
 //! watch event that triggers another pass over the caught-up cache. The Pods of peers are the
 //! one exception, always listed from the API (only when there are peers): the conflict rule
-//! forbids two Pods on one writable layer, and a peer's Pod created a moment ago must not be
-//! missed. Reconciles of instances sharing a layer never overlap (see `super::LayerLocks`), so
-//! that list sees every Pod a peer's earlier pass created.
+//! forbids two Pods on conflicting data, and a peer's Pod created a moment ago must not be
+//! missed. Reconciles of instances whose data conflict never overlap (see `super::LayerLocks`),
+//! so that list sees every Pod a peer's earlier pass created. Pods of instances that are no
+//! longer peers (deleted, or changed their data) come from the cache, chosen by the data their
+//! volumes mount: they were created long before and are still seen until they are gone.
+
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::ResourceExt;
@@ -26,6 +31,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::context::Context;
 use crate::crd::RedroidInstance;
+use crate::data::Usage;
 use crate::names;
 
 /// The controller's watch caches: instances, Pods carrying the instance label (instance,
@@ -38,22 +44,46 @@ pub struct Caches {
     pub pods: Store<Pod>,
     /// Services labelled `managed-by`; ours are, since every apply sets the label.
     pub services: Store<Service>,
+    synced: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl Caches {
-    /// Waits until every cache has seen its first full list, so nothing is missed at start-up.
-    pub async fn ready(&self) {
-        let _ = self.instances.wait_until_ready().await;
-        let _ = self.pods.wait_until_ready().await;
-        let _ = self.services.wait_until_ready().await;
+    /// Caches over these stores.
+    pub fn new(
+        instances: Store<RedroidInstance>,
+        pods: Store<Pod>,
+        services: Store<Service>,
+    ) -> Self {
+        Self {
+            instances,
+            pods,
+            services,
+            synced: Arc::default(),
+        }
     }
 
-    fn pods_of(&self, ns: &str, instance: &str) -> Vec<Pod> {
+    /// Waits until every cache has seen its first full list, so nothing is missed at start-up.
+    ///
+    /// One pass waits on the stores and the others wait on it: kube-runtime's
+    /// `Store::wait_until_ready` wakes only the waiter that polled it last, so passes waiting
+    /// on it side by side at start-up could wait forever (kube-runtime 5's `DelayedInit` keeps
+    /// one waker). The instance store is always ready before any pass runs (the controller
+    /// holds passes until it is), so it never has a second waiter either.
+    pub async fn ready(&self) {
+        self.synced
+            .get_or_init(|| async {
+                let _ = self.instances.wait_until_ready().await;
+                let _ = self.pods.wait_until_ready().await;
+                let _ = self.services.wait_until_ready().await;
+            })
+            .await;
+    }
+
+    fn pods_in(&self, ns: &str) -> Vec<Pod> {
         self.pods
             .state()
             .iter()
             .filter(|p| p.namespace().as_deref() == Some(ns))
-            .filter(|p| p.labels().get(names::INSTANCE_LABEL).map(String::as_str) == Some(instance))
             .map(|p| (**p).clone())
             .collect()
     }
@@ -71,9 +101,10 @@ pub struct Observed {
     pub pods: Vec<Pod>,
     /// The instance Service, if it exists.
     pub service: Option<Service>,
-    /// Other instances in the namespace sharing this instance's writable layer.
+    /// Other instances in the namespace whose data conflict with this instance's.
     pub peers: Vec<RedroidInstance>,
-    /// Existing instance Pods of those peers.
+    /// Instance Pods of those peers, and other instances' instance Pods and unfinished
+    /// data-sidecar pods whose volumes use conflicting data.
     pub peer_pods: Vec<Pod>,
     /// Unfinished data-sidecar task pods on this instance's data.
     pub sidecars: Vec<Pod>,
@@ -123,7 +154,8 @@ fn unfinished(pod: &Pod) -> bool {
     !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
-fn is_sidecar(pod: &Pod) -> bool {
+/// Whether `pod` is a task pod running redroid on an instance's data.
+pub fn is_sidecar(pod: &Pod) -> bool {
     pod.labels().get(names::SIDECAR_LABEL).map(String::as_str) == Some("true")
 }
 
@@ -135,29 +167,39 @@ pub async fn observe(
 ) -> Result<Observed, ObserveError> {
     let (name, ns) = (inst.name_any(), inst.namespace().unwrap_or_default());
     let (labelled, service) = match caches {
-        Some(c) => (
-            c.pods_of(&ns, &name),
-            c.service(&ns, &names::service_name(&name)),
-        ),
+        Some(c) => (c.pods_in(&ns), c.service(&ns, &names::service_name(&name))),
         None => {
-            let selector = format!("{}={name}", names::INSTANCE_LABEL);
-            let pods = list_pods(ctx, &ns, &name, &selector).await?;
+            let pods = list_pods(ctx, &ns, &name, names::INSTANCE_LABEL).await?;
             (pods, get_service(ctx, &ns, &name).await?)
         }
     };
-    let (sidecars, mut pods): (Vec<Pod>, Vec<Pod>) = labelled.into_iter().partition(is_sidecar);
+    let me = names::instance_label(&name);
+    let (own, others): (Vec<Pod>, Vec<Pod>) = labelled
+        .into_iter()
+        .partition(|p| p.labels().get(names::INSTANCE_LABEL) == Some(&me));
+    let (sidecars, mut pods): (Vec<Pod>, Vec<Pod>) = own.into_iter().partition(is_sidecar);
     pods.retain(is_instance_pod);
     let sidecars = sidecars.into_iter().filter(unfinished).collect();
     let peers = peers(ctx, caches.map(|c| &c.instances), inst).await?;
-    let peer_pods = if peers.is_empty() {
-        Vec::new()
-    } else {
-        let names: Vec<String> = peers.iter().map(ResourceExt::name_any).collect();
-        let selector = format!("{} in ({})", names::INSTANCE_LABEL, names.join(","));
-        let mut pods = list_pods(ctx, &ns, &name, &selector).await?;
-        pods.retain(is_instance_pod);
-        pods
+    let mine = Usage::of_spec(&inst.spec);
+    let peer_labels: Vec<String> = peers
+        .iter()
+        .map(|p| names::instance_label(&p.name_any()))
+        .collect();
+    let relevant = |p: &Pod| {
+        let label = p.labels().get(names::INSTANCE_LABEL);
+        let holds = is_instance_pod(p) || (is_sidecar(p) && unfinished(p));
+        let conflicts = Usage::of_pod(p).is_some_and(|u| mine.conflict(&u).is_some());
+        holds && (conflicts || label.is_some_and(|l| peer_labels.contains(l)))
     };
+    let mut peer_pods: Vec<Pod> = others.into_iter().filter(|p| relevant(p)).collect();
+    if caches.is_some() && !peers.is_empty() {
+        // Peers' Pods fresh from the API: one created a moment ago must not be missed.
+        let selector = format!("{} in ({})", names::INSTANCE_LABEL, peer_labels.join(","));
+        let fresh = list_pods(ctx, &ns, &name, &selector).await?;
+        peer_pods.retain(|p| !fresh.iter().any(|f| f.name_any() == p.name_any()));
+        peer_pods.extend(fresh.into_iter().filter(|p| relevant(p)));
+    }
     Ok(Observed {
         pods,
         service,
@@ -223,4 +265,46 @@ async fn peers(
         .into_iter()
         .filter(|p| p.name_any() != me && super::validate::shares_data(&p.spec, &inst.spec))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    // Many passes wait for the caches at once, as at operator start-up; every one of them must
+    // go on once the stores are synced (kube-runtime's own wait wakes only the last waiter).
+    #[tokio::test]
+    async fn every_pass_waiting_for_the_caches_goes_on_once_they_sync() {
+        let (instances, mut iw) = reflector::store::<RedroidInstance>();
+        let (pods, mut pw) = reflector::store::<Pod>();
+        let (services, mut sw) = reflector::store::<Service>();
+        iw.apply_watcher_event(&Event::Init);
+        iw.apply_watcher_event(&Event::InitDone);
+        let caches = Caches::new(instances, pods, services);
+        let waiting: Vec<_> = (0..8)
+            .map(|_| {
+                let c = caches.clone();
+                tokio::spawn(async move { c.ready().await })
+            })
+            .collect();
+        // Let every pass start waiting before the stores sync.
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        pw.apply_watcher_event(&Event::Init);
+        pw.apply_watcher_event(&Event::InitDone);
+        sw.apply_watcher_event(&Event::Init);
+        sw.apply_watcher_event(&Event::InitDone);
+        for w in waiting {
+            tokio::time::timeout(Duration::from_secs(5), w)
+                .await
+                .expect("every waiting pass goes on")
+                .expect("join");
+        }
+    }
 }

@@ -1,10 +1,12 @@
-//! The instance status: phase, podName, adbAddress, Ready and Scheduled (reasons of reference
-//! §3.2 plus IndexConflict / DataInUse / InvalidSpec / PodTerminating), observedGeneration.
+//! The instance status: phase, podName, serviceName, adbAddress, Ready and Scheduled (reasons
+//! of reference §3.2 plus IndexConflict / BaseLayerConflict / DataInUse / PodTerminating /
+//! PodConflict), observedGeneration.
 //!
 //! Contract: [`compute`] is pure and deterministic (conditions keep lastTransitionTime unless
 //! their status flips); overrides (`suspended`, `woken`) are carried over untouched, since
 //! the operator only clears expired ones (elsewhere). [`write`] makes at most one status
-//! patch, and none when nothing changed. [`transitions`] lists the Events a change deserves.
+//! patch, and none when nothing changed. [`transitions`] lists the Events a change deserves;
+//! [`log_transition`] logs a phase or Ready-reason change at info.
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
@@ -62,6 +64,7 @@ pub fn compute(inst: &RedroidInstance, facts: &Facts, now: Timestamp) -> Redroid
     let mut status = inst.status.clone().unwrap_or_default();
     status.observed_generation = generation;
     status.phase = Some(v.phase);
+    status.service_name = Some(names::service_name(&inst.name_any()));
     status.adb_address = v.adb.then_some(addr);
     status.pod_name = v.pod;
     let (ok, reason, msg) = v.ready;
@@ -104,11 +107,7 @@ fn view(facts: &Facts, addr: &str) -> View {
                 "Pod {p:?} carries this instance's labels but is controlled by another object; waiting for it to go."
             ),
         ),
-        (_, Some(Block::IndexConflict(m))) => {
-            pending("IndexConflict", format!("Not started: instance {m}."))
-        }
-        (_, Some(Block::DataInUse(m))) => pending("DataInUse", format!("Not started: {m}.")),
-        (_, Some(Block::Invalid(m))) => pending("InvalidSpec", m.clone()),
+        (_, Some(b)) => pending(b.reason(), b.message()),
         (PodState::Absent, _) => stopped(facts.want),
         (PodState::Created(p), _) => created(p),
         (PodState::Current(pod), _) => from_pod(pod, addr),
@@ -299,11 +298,39 @@ pub fn transitions(
         Some(("Running", "True")) => vec![(false, "InstanceReady", msg)],
         Some(("PodFailed", _)) => vec![(true, "InstanceFailed", msg)],
         Some(("IndexConflict", _)) => vec![(true, "IndexConflict", msg)],
+        Some(("BaseLayerConflict", _)) => vec![(true, "BaseLayerConflict", msg)],
         Some(("DataInUse", _)) => vec![(false, "DataInUse", msg)],
-        Some(("InvalidSpec", _)) => vec![(true, "InvalidSpec", msg)],
         _ => Vec::new(),
     }
 }
+
+/// Logs, at info, a change of phase or of the Ready reason from `old` to `new`.
+pub fn log_transition(
+    inst: &RedroidInstance,
+    old: Option<&RedroidInstanceStatus>,
+    new: &RedroidInstanceStatus,
+) {
+    let phase = |s: Option<&RedroidInstanceStatus>| s.and_then(|s| s.phase).map(|p| p.as_str());
+    let (before, after) = (ready_reason(old), ready_reason(Some(new)));
+    if phase(old) == phase(Some(new)) && before == after {
+        return;
+    }
+    let reason = after.map(|(r, _)| r).unwrap_or_default();
+    let message = kit::conditions::get(&new.conditions, "Ready")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    let (ns, name) = (inst.namespace().unwrap_or_default(), inst.name_any());
+    let (from, to) = (phase(old).unwrap_or("-"), phase(Some(new)).unwrap_or("-"));
+    let pod = new.pod_name.as_deref().unwrap_or("");
+    if HELD_BACK.contains(&reason.as_str()) {
+        tracing::info!(namespace = %ns, name = %name, from = %from, to = %to, pod = %pod, reason = %reason, message = %message, "instance held back");
+    } else {
+        tracing::info!(namespace = %ns, name = %name, from = %from, to = %to, pod = %pod, reason = %reason, message = %message, "instance phase changed");
+    }
+}
+
+/// Ready reasons of an instance that wants to run but waits for others' data.
+const HELD_BACK: [&str; 3] = ["IndexConflict", "BaseLayerConflict", "DataInUse"];
 
 /// Patches the status when it differs; returns whether it wrote.
 pub async fn write(

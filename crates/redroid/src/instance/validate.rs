@@ -1,11 +1,16 @@
 //! Pure decisions over an instance and what was observed: the desired phase (the seed's
 //! 4-level priority), expired overrides, data conflicts, and what to do with the Pod.
 //!
-//! Contract: no client, no clock (callers pass `now`). Conflict rule: two instances sharing
-//! a writable layer — same `diffDataPVC` and `index` (both non-baseMode), or both baseMode on
-//! the same `sharedDataPVC` — never run at once. Among those that want to run, the earlier
-//! created (creationTimestamp, then name) wins; the winner itself also waits while a loser's
-//! Pod still exists. Pod adoption rule: a Pod carrying this instance's labels is
+//! Contract: no client, no clock (callers pass `now`). Conflict rule: two instances whose data
+//! conflict ([`crate::data`]: the same writable layer, both baseMode on one shared PVC, or a
+//! baseMode instance and an overlay using that shared PVC as its lower layer) never run at
+//! once. Among those that want to run and are not being deleted, the earlier created
+//! (creationTimestamp, then name) wins; the others wait with `IndexConflict` or
+//! `BaseLayerConflict`. A waiting baseMode instance also holds back overlays created after it,
+//! so it is not starved. Whoever runs also waits while any other Pod whose data conflicts
+//! still exists — a loser's, a deleted instance's awaiting garbage collection, or a Pod built
+//! from a peer's previous spec — and while a data-sidecar task pod on conflicting data is
+//! unfinished (`DataInUse`). Pod adoption rule: a Pod carrying this instance's labels is
 //! - ours when its controller owner is this instance (uid),
 //! - adoptable when it has no controller owner and its template hash equals the desired one
 //!   (otherwise it is deleted like a stale Pod of ours),
@@ -19,6 +24,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Resource, ResourceExt};
 
 use crate::crd::{RedroidInstance, RedroidInstanceSpec, TemporaryOverride};
+use crate::data::{Conflict, Usage};
 use crate::names;
 
 /// What the instance should be doing.
@@ -35,12 +41,65 @@ pub enum Want {
 /// Why an instance that wants to run may not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Block {
-    /// Another instance shares the writable layer (`IndexConflict`).
-    IndexConflict(String),
+    /// Another instance, or a Pod, uses conflicting data (`IndexConflict`, `BaseLayerConflict`).
+    Conflict {
+        /// How the data conflict.
+        kind: Conflict,
+        /// Whom this instance waits for, and why.
+        message: String,
+        /// Waiting for a Pod to go (no event may tell us), rather than for an instance.
+        pod: bool,
+    },
     /// A task's data sidecar uses the instance's data (`DataInUse`).
     DataInUse(String),
-    /// The instance cannot be built (`InvalidSpec`).
+    /// The spec cannot run (`InvalidSpec`); only an object stored without spec, which the
+    /// schema allows as upstream's does, gets here: its fields are Go's zero values.
     Invalid(String),
+}
+
+impl Block {
+    /// The condition reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Block::Conflict { kind, .. } => kind.reason(),
+            Block::DataInUse(_) => "DataInUse",
+            Block::Invalid(_) => "InvalidSpec",
+        }
+    }
+
+    /// The condition message.
+    pub fn message(&self) -> String {
+        match self {
+            Block::Conflict { message, .. } | Block::DataInUse(message) => {
+                format!("Not started: {message}.")
+            }
+            Block::Invalid(message) => format!("Not started: {message}."),
+        }
+    }
+}
+
+/// What makes a spec impossible to run, if anything. The schema requires or defaults every
+/// field checked here, so only an object stored without spec (Go's zero values) fails.
+pub fn spec_problem(spec: &RedroidInstanceSpec) -> Option<String> {
+    let mut missing = Vec::new();
+    if spec.image.is_empty() {
+        missing.push("spec.image");
+    }
+    if spec.shared_data_pvc.is_empty() {
+        missing.push("spec.sharedDataPVC");
+    }
+    if spec.diff_data_pvc.is_empty() && !spec.base_mode {
+        missing.push("spec.diffDataPVC");
+    }
+    if !(1..=65535).contains(&spec.adb_port) {
+        missing.push("spec.adbPort");
+    }
+    (!missing.is_empty()).then(|| {
+        format!(
+            "the spec is missing or incomplete ({} not set); give the instance a spec with at least spec.index",
+            missing.join(", ")
+        )
+    })
 }
 
 /// Which overrides have expired at `now`.
@@ -93,31 +152,17 @@ pub fn want(inst: &RedroidInstance, now: Timestamp) -> Want {
     }
 }
 
-/// Instance names must be DNS-1035 labels: they name the Service and label values.
-pub fn validate_name(name: &str) -> Result<(), String> {
-    let starts_alpha = name.starts_with(|c: char| c.is_ascii_lowercase());
-    if starts_alpha && kit::names::is_dns1123_label(name) {
-        return Ok(());
-    }
-    Err(format!(
-        "instance name {name:?} must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, at most 63 characters): it names the ADB Service"
-    ))
-}
-
-/// Whether two specs share a writable layer.
+/// Whether two specs' data conflict (see [`crate::data`]).
 pub fn shares_data(a: &RedroidInstanceSpec, b: &RedroidInstanceSpec) -> bool {
-    match (a.base_mode, b.base_mode) {
-        (false, false) => a.diff_data_pvc == b.diff_data_pvc && a.index == b.index,
-        (true, true) => a.shared_data_pvc == b.shared_data_pvc,
-        _ => false,
-    }
+    Usage::of_spec(a).conflict(&Usage::of_spec(b)).is_some()
 }
 
 fn order_key(i: &RedroidInstance) -> (Option<Timestamp>, String) {
     (i.creation_timestamp().map(|t| t.0), i.name_any())
 }
 
-/// The earlier instance, among `peers` that share the data and want to run, that wins over `inst`.
+/// The earliest instance, among `peers` whose data conflict with `inst`'s and that want to
+/// run and are not being deleted, created before `inst`: the one `inst` waits for.
 pub fn conflict_winner<'a>(
     inst: &RedroidInstance,
     peers: &'a [RedroidInstance],
@@ -131,73 +176,126 @@ pub fn conflict_winner<'a>(
         .min_by_key(|p| order_key(p))
 }
 
-/// Why `inst` may not run now, if it may not.
+/// Why `inst` may not run now, if it may not. `peers` are instances whose data conflict;
+/// `pods` are Pods of other instances (instance Pods or data sidecars) that may use
+/// conflicting data; `sidecars` are unfinished data-sidecar pods of this instance.
 pub fn block(
     inst: &RedroidInstance,
     peers: &[RedroidInstance],
-    peer_pods: &[Pod],
+    pods: &[Pod],
     sidecars: &[Pod],
     now: Timestamp,
 ) -> Option<Block> {
-    if let Err(msg) = validate_name(&inst.name_any()) {
-        return Some(Block::Invalid(msg));
+    if let Some(problem) = spec_problem(&inst.spec) {
+        return Some(Block::Invalid(problem));
     }
+    let mine = Usage::of_spec(&inst.spec);
     if let Some(w) = conflict_winner(inst, peers, now) {
-        return Some(Block::IndexConflict(format!(
-            "{} shares its writable layer ({}) and was created earlier; this instance starts when it stops or is deleted",
+        let theirs = Usage::of_spec(&w.spec);
+        let kind = mine.conflict(&theirs).unwrap_or(Conflict::Layer);
+        let message = format!(
+            "instance {} ({}) {}, and was created earlier; this instance starts when it stops, changes its data or is deleted",
             w.name_any(),
-            layer(&inst.spec)
-        )));
+            theirs.describe(),
+            why(kind, &mine, &theirs),
+        );
+        return Some(Block::Conflict {
+            kind,
+            message,
+            pod: false,
+        });
     }
     let sharing: Vec<String> = peers
         .iter()
         .filter(|p| shares_data(&p.spec, &inst.spec))
-        .map(ResourceExt::name_any)
+        .map(|p| names::instance_label(&p.name_any()))
         .collect();
-    if let Some(pod) = peer_pods.iter().find(|p| {
-        p.labels()
-            .get(names::INSTANCE_LABEL)
-            .is_some_and(|i| sharing.contains(i))
-    }) {
-        let owner = pod
+    let me = names::instance_label(&inst.name_any());
+    let conflicting = pods.iter().filter_map(|p| {
+        let label = p
             .labels()
             .get(names::INSTANCE_LABEL)
             .cloned()
             .unwrap_or_default();
-        return Some(Block::IndexConflict(format!(
-            "waiting for Pod {} of instance {owner}, which shares its writable layer ({}), to stop",
-            pod.name_any(),
-            layer(&inst.spec)
-        )));
+        if label == me {
+            return None;
+        }
+        let theirs = Usage::of_pod(p);
+        let kind = theirs.as_ref().and_then(|u| mine.conflict(u));
+        let kind = kind.or_else(|| sharing.contains(&label).then_some(Conflict::Layer))?;
+        Some((p, label, theirs, kind))
+    });
+    let mut conflicting: Vec<_> = conflicting.collect();
+    // Instance Pods first: a sidecar wait is DataInUse, reported only when nothing else holds.
+    conflicting.sort_by_key(|(p, ..)| crate::instance::observe::is_sidecar(p));
+    if let Some((pod, owner, theirs, kind)) = conflicting.into_iter().next() {
+        let what = theirs.map_or_else(|| "data".to_owned(), |u| u.describe());
+        if crate::instance::observe::is_sidecar(pod) {
+            return Some(Block::DataInUse(format!(
+                "{} of instance {owner} runs redroid on {what}, which {}; the instance starts when it finishes",
+                job_of(pod),
+                kind_phrase(kind)
+            )));
+        }
+        return Some(Block::Conflict {
+            kind,
+            message: format!(
+                "waiting for Pod {} of instance {owner} ({what}, which {}) to stop",
+                pod.name_any(),
+                kind_phrase(kind)
+            ),
+            pod: true,
+        });
     }
     sidecars.first().map(|p| {
-        let job = p
-            .labels()
-            .get("job-name")
-            .map(|j| format!("Job {j} (Pod {})", p.name_any()))
-            .unwrap_or_else(|| format!("Pod {}", p.name_any()));
         Block::DataInUse(format!(
-            "{job} runs redroid on this instance's data; the instance starts when it finishes"
+            "{} runs redroid on this instance's data; the instance starts when it finishes",
+            job_of(p)
         ))
     })
 }
 
-/// The writable layer `inst` uses, as a key: two instances in one namespace have the same
-/// key exactly when [`shares_data`] holds for them.
-pub fn layer_key(inst: &RedroidInstance) -> String {
-    format!(
-        "{}/{}",
-        inst.namespace().unwrap_or_default(),
-        layer(&inst.spec)
-    )
+fn job_of(p: &Pod) -> String {
+    p.labels()
+        .get("job-name")
+        .map(|j| format!("Job {j} (Pod {})", p.name_any()))
+        .unwrap_or_else(|| format!("Pod {}", p.name_any()))
 }
 
-fn layer(spec: &RedroidInstanceSpec) -> String {
-    if spec.base_mode {
-        format!("baseMode on sharedDataPVC {}", spec.shared_data_pvc)
-    } else {
-        format!("diffDataPVC {} index {}", spec.diff_data_pvc, spec.index)
+// Why `theirs` keeps `mine` from running, for the message.
+fn why(kind: Conflict, mine: &Usage, theirs: &Usage) -> String {
+    match kind {
+        Conflict::Layer => "writes the same data".to_owned(),
+        Conflict::Base if theirs.writes_base() => format!(
+            "writes sharedDataPVC {}, this instance's read-only lower layer (changing a mounted lower layer corrupts overlays)",
+            mine.base
+        ),
+        Conflict::Base => format!(
+            "uses sharedDataPVC {} as its read-only lower layer, which baseMode would write",
+            mine.base
+        ),
     }
+}
+
+fn kind_phrase(kind: Conflict) -> &'static str {
+    match kind {
+        Conflict::Layer => "this instance would write too",
+        Conflict::Base => "conflicts with this instance's baseMode/lower layer",
+    }
+}
+
+/// The locks a pass of `inst` takes (see `super::LayerLocks`): the shared base PVC — shared
+/// by overlays, exclusive in base mode — and, for an overlay, its writable layer. Every pair
+/// of instances in one namespace whose data conflict takes a conflicting pair of locks.
+pub fn lock_keys(inst: &RedroidInstance) -> (String, bool, Option<String>) {
+    let ns = inst.namespace().unwrap_or_default();
+    let usage = Usage::of_spec(&inst.spec);
+    let base = format!("{ns}/base/{}", usage.base);
+    let layer = usage
+        .layer
+        .as_ref()
+        .map(|(diff, index)| format!("{ns}/layer/{diff}/{index}"));
+    (base, usage.writes_base(), layer)
 }
 
 /// What to do with the instance Pods.
@@ -286,6 +384,53 @@ pub fn pod_step(pods: &[Pod], uid: &str, desired_hash: Option<&str>) -> PodStep 
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_a_spec_with_go_zero_values_is_a_spec_problem() {
+        let full: RedroidInstanceSpec =
+            serde_json::from_value(serde_json::json!({"index": 0})).expect("spec");
+        assert_eq!(
+            spec_problem(&full),
+            None,
+            "schema defaults fill every field"
+        );
+        let empty = RedroidInstanceSpec::default();
+        let msg = spec_problem(&empty).expect("a problem");
+        for field in [
+            "spec.image",
+            "spec.sharedDataPVC",
+            "spec.diffDataPVC",
+            "spec.adbPort",
+        ] {
+            assert!(msg.contains(field), "{msg}");
+        }
+        let base = RedroidInstanceSpec {
+            base_mode: true,
+            ..full.clone()
+        };
+        let base = RedroidInstanceSpec {
+            diff_data_pvc: String::new(),
+            ..base
+        };
+        assert_eq!(spec_problem(&base), None, "baseMode needs no diff PVC");
+    }
+
+    #[test]
+    fn an_object_without_spec_deserialises_to_zero_values() {
+        let inst: RedroidInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "redroid.isning.moe/v1alpha1", "kind": "RedroidInstance",
+            "metadata": {"name": "bare"}
+        }))
+        .expect("spec-less");
+        assert_eq!(inst.spec, RedroidInstanceSpec::default());
+        let with: RedroidInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "redroid.isning.moe/v1alpha1", "kind": "RedroidInstance",
+            "metadata": {"name": "a"}, "spec": {"index": 2}
+        }))
+        .expect("with spec");
+        assert_eq!(with.spec.index, 2);
+        assert_eq!(with.spec.adb_port, 5555, "serde defaults still apply");
+    }
     use super::*;
 
     fn inst(yaml: &str) -> RedroidInstance {
@@ -345,7 +490,120 @@ mod tests {
         assert!(conflict_winner(&a, std::slice::from_ref(&b), now()).is_none());
         let c = with("{index: 2}", "{}");
         assert!(!shares_data(&c.spec, &a.spec));
-        assert!(validate_name("9bad").is_err() && validate_name("ok-1").is_ok());
+    }
+
+    fn named(name: &str, spec: &str, created: &str) -> RedroidInstance {
+        let mut i = with(spec, "{}");
+        i.metadata.name = Some(name.into());
+        i.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            created.parse().expect("time"),
+        ));
+        i
+    }
+
+    #[test]
+    fn base_mode_and_overlays_on_one_base_wait_for_the_earlier() {
+        let (t1, t2, t3) = (
+            "2029-01-01T00:00:01Z",
+            "2029-01-01T00:00:02Z",
+            "2029-01-01T00:00:03Z",
+        );
+        let base = named("base-a", "{index: 0, baseMode: true}", t1);
+        let overlay = named("overlay-c", "{index: 2}", t2);
+        let other_base = named("overlay-d", "{index: 4, sharedDataPVC: other}", t3);
+        let peers = [base.clone(), overlay.clone(), other_base.clone()];
+        let b = block(&overlay, &peers, &[], &[], now()).expect("overlay waits");
+        assert_eq!(b.reason(), "BaseLayerConflict");
+        assert!(
+            b.message().contains("base-a") && b.message().contains("lower layer"),
+            "{}",
+            b.message()
+        );
+        assert_eq!(
+            block(&base, &peers, &[], &[], now()),
+            None,
+            "the earlier runs"
+        );
+        assert_eq!(
+            block(&other_base, &peers, &[], &[], now()),
+            None,
+            "another base"
+        );
+        // The later baseMode instance waits for the earlier overlay, with the same reason.
+        let late_base = named("base-z", "{index: 0, baseMode: true}", t3);
+        let b =
+            block(&late_base, std::slice::from_ref(&overlay), &[], &[], now()).expect("base waits");
+        assert_eq!(b.reason(), "BaseLayerConflict");
+        // A suspended or deleting earlier instance does not win.
+        let mut gone = base.clone();
+        gone.metadata.deletion_timestamp = gone.metadata.creation_timestamp.clone();
+        assert_eq!(block(&overlay, &[gone], &[], &[], now()), None);
+    }
+
+    #[test]
+    fn any_pod_on_conflicting_data_holds_the_instance() {
+        let pod = |instance: &str, claim_base: &str, diff: Option<i32>| -> Pod {
+            let diff_volume = diff.map_or(String::new(), |_| {
+                ", {name: data-diff, persistentVolumeClaim: {claimName: redroid-data-diff-pvc}}"
+                    .into()
+            });
+            let mount = diff.map_or(String::new(), |i| {
+                format!("{{name: data-diff, mountPath: /data-diff/{i}, subPath: '{i}'}}")
+            });
+            serde_yaml::from_str(&format!(
+                "{{metadata: {{name: {instance}-pod, labels: {{'{}': {instance}, '{}': instance}}}}, spec: {{volumes: [{{name: data-base, persistentVolumeClaim: {{claimName: {claim_base}}}}}{diff_volume}], containers: [{{name: redroid, volumeMounts: [{mount}]}}]}}}}",
+                names::INSTANCE_LABEL,
+                names::COMPONENT_LABEL
+            ))
+            .expect("pod")
+        };
+        let me = with("{index: 3}", "{}");
+        // A deleted instance's Pod on the same layer: no peer left, still a wait.
+        let b = block(
+            &me,
+            &[],
+            &[pod("gone", "redroid-data-base-pvc", Some(3))],
+            &[],
+            now(),
+        );
+        assert!(
+            matches!(&b, Some(Block::Conflict { pod: true, .. })),
+            "{b:?}"
+        );
+        assert_eq!(b.map(|b| b.reason()), Some("IndexConflict"));
+        let b = block(
+            &me,
+            &[],
+            &[pod("base", "redroid-data-base-pvc", None)],
+            &[],
+            now(),
+        );
+        assert_eq!(b.map(|b| b.reason()), Some("BaseLayerConflict"));
+        assert_eq!(
+            block(
+                &me,
+                &[],
+                &[pod("other", "redroid-data-base-pvc", Some(4))],
+                &[],
+                now()
+            ),
+            None
+        );
+        assert_eq!(
+            block(&me, &[], &[pod("x", "elsewhere", None)], &[], now()),
+            None
+        );
+        // Its own Pod is never a conflict.
+        assert_eq!(
+            block(
+                &me,
+                &[],
+                &[pod("a", "redroid-data-base-pvc", Some(3))],
+                &[],
+                now()
+            ),
+            None
+        );
     }
 
     #[test]

@@ -20,10 +20,11 @@ use crate::names;
 /// Label selector of an instance's own Pods.
 pub fn instance_pod_selector(instance: &str) -> String {
     format!(
-        "{}={},{}={instance}",
+        "{}={},{}={}",
         names::COMPONENT_LABEL,
         names::COMPONENT_INSTANCE,
-        names::INSTANCE_LABEL
+        names::INSTANCE_LABEL,
+        names::instance_label(instance)
     )
 }
 

@@ -237,7 +237,7 @@ async fn cronjob_for(
 ) -> Result<CronJob, PluginError> {
     if let Some(cj) = owned
         .iter()
-        .find(|c| c.labels().get(names::INSTANCE_LABEL).map(String::as_str) == Some(instance))
+        .find(|c| c.labels().get(names::INSTANCE_LABEL) == Some(&names::instance_label(instance)))
     {
         return Ok(cj.clone());
     }
@@ -320,7 +320,11 @@ async fn logs(
     let jobs: Api<Job> = Api::namespaced(s.client.clone(), &s.namespace);
     let mut selector = format!("{}={name}", names::TASK_LABEL);
     if let Some(i) = instance {
-        selector.push_str(&format!(",{}={i}", names::INSTANCE_LABEL));
+        selector.push_str(&format!(
+            ",{}={}",
+            names::INSTANCE_LABEL,
+            names::instance_label(i)
+        ));
     }
     let list = jobs
         .list(&ListParams::default().labels(&selector))

@@ -149,14 +149,13 @@ pub async fn ensure_finalizer(
         })
 }
 
-/// Removes the task finalizer if present.
+/// Removes the task finalizer if present; returns whether it wrote.
 pub async fn remove_finalizer(
     api: &Api<RedroidTask>,
     task: &RedroidTask,
-) -> Result<(), ApplyError> {
+) -> Result<bool, ApplyError> {
     kit::finalizers::remove(api, task, names::TASK_FINALIZER)
         .await
-        .map(|_| ())
         .map_err(|source| ApplyError::Finalizer {
             task: task.name_any(),
             source,
@@ -186,6 +185,14 @@ pub async fn overrides(
         } else {
             "woken"
         };
+        tracing::info!(
+            namespace = %task.namespace().unwrap_or_default(),
+            task = %task.name_any(),
+            instance = %c.instance,
+            reason = %c.event_reason(),
+            "{} status.{field} of an instance",
+            if c.set { "set" } else { "cleared" }
+        );
         let note = format!("{verb} status.{field} on RedroidInstance {}", c.instance);
         event(
             ctx,
@@ -225,6 +232,12 @@ pub async fn create_jobs(
             .await
         {
             Ok(_) => {
+                tracing::info!(
+                    namespace = %task.namespace().unwrap_or_default(),
+                    task = %task.name_any(),
+                    job = %name,
+                    "created Job"
+                );
                 child_event(
                     ctx,
                     task,
@@ -273,6 +286,12 @@ pub async fn delete_jobs(
             source,
         };
         ignore_not_found(api.delete(name, &dp).await.map(|_| ())).map_err(err)?;
+        tracing::info!(
+            namespace = %task.namespace().unwrap_or_default(),
+            task = %task.name_any(),
+            job = %name,
+            "deleted Job: its instance left the task"
+        );
         child_event(
             ctx,
             task,
@@ -317,6 +336,12 @@ pub async fn cronjobs(
             ..DeleteParams::default()
         };
         ignore_not_found(api.delete(&name, &dp).await.map(|_| ())).map_err(err)?;
+        tracing::info!(
+            namespace = %task.namespace().unwrap_or_default(),
+            task = %task.name_any(),
+            cronjob = %name,
+            "deleted CronJob: its instance left the task"
+        );
         child_event(
             ctx,
             task,
@@ -345,6 +370,13 @@ pub async fn cronjobs(
         };
         match result {
             Ok(_) => {
+                tracing::info!(
+                    namespace = %task.namespace().unwrap_or_default(),
+                    task = %task.name_any(),
+                    cronjob = %name,
+                    "{} CronJob",
+                    verb.to_lowercase()
+                );
                 child_event(
                     ctx,
                     task,

@@ -74,7 +74,9 @@ pub async fn reconcile(task: Arc<RedroidTask>, ctx: Arc<Context>) -> Result<Acti
     };
     if task.meta().deletion_timestamp.is_some() {
         release_overrides(&ctx, &task, &obs).await?;
-        apply::remove_finalizer(&api, &task).await?;
+        if apply::remove_finalizer(&api, &task).await? {
+            tracing::info!(namespace = %ns, task = %name, "task deleted: its overrides were released");
+        }
         return Ok(Action::await_change());
     }
     apply::ensure_finalizer(&api, &task).await?;
@@ -102,7 +104,9 @@ pub async fn reconcile(task: Arc<RedroidTask>, ctx: Arc<Context>) -> Result<Acti
         status::Input::OneShot(&model, &plan.entries)
     };
     let desired = status::compute(&task, input, jiff::Timestamp::now());
-    status::patch(&api, &task, &desired).await?;
+    if status::patch(&api, &task, &desired).await? {
+        status::log_transition(&task, task.status.as_ref(), &desired);
+    }
     let outcome = plan
         .recheck_after
         .map_or(Outcome::Done, Outcome::RequeueAfter);
@@ -137,7 +141,9 @@ async fn report_invalid(
             .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
     };
     let changed = ready(task.status.as_ref()) != ready(Some(&desired));
-    status::patch(api, task, &desired).await?;
+    if status::patch(api, task, &desired).await? {
+        status::log_transition(task, task.status.as_ref(), &desired);
+    }
     if changed {
         let ns = task.namespace().unwrap_or_default();
         apply::event(
@@ -204,16 +210,7 @@ pub async fn run(
         );
     let mut settings = ControllerSettings::new(names::TASK_CONTROLLER);
     settings.max_concurrent_reconciles = ctx.settings.max_concurrent_reconciles;
-    run_controller(
-        controller,
-        &settings,
-        &rc.metrics,
-        reconcile,
-        error_policy,
-        ctx,
-        rc.shutdown.clone(),
-    )
-    .await;
+    run_controller(controller, &settings, &rc, reconcile, error_policy, ctx).await;
     Ok(())
 }
 

@@ -183,6 +183,37 @@ pub async fn patch(
         })
 }
 
+/// Logs, at info, each of `Ready`, `Active`, `Complete` and `Failed` whose status or reason
+/// changed from `old` to `new` (a pass that changes nothing logs nothing).
+pub fn log_transition(
+    task: &RedroidTask,
+    old: Option<&RedroidTaskStatus>,
+    new: &RedroidTaskStatus,
+) {
+    for type_ in ["Ready", "Active", "Complete", "Failed"] {
+        let get = |s: Option<&RedroidTaskStatus>| {
+            s.and_then(|s| conditions::get(&s.conditions, type_))
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        };
+        let (before, after) = (get(old), get(Some(new)));
+        let Some((status, reason, message)) = after else {
+            continue;
+        };
+        if before.as_ref().map(|b| (&b.0, &b.1)) == Some((&status, &reason)) {
+            continue;
+        }
+        tracing::info!(
+            namespace = %task.metadata.namespace.clone().unwrap_or_default(),
+            task = %task.metadata.name.clone().unwrap_or_default(),
+            condition = %type_,
+            status = %status,
+            reason = %reason,
+            message = %message,
+            "task condition changed"
+        );
+    }
+}
+
 /// The status write failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {

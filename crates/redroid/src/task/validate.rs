@@ -1,5 +1,6 @@
 //! Pure: a RedroidTask plus what was observed → the typed [`Model`] the builders use, or an
-//! [`Invalid`] reference (a missing instance or ConfigMap) to report on the task.
+//! [`Invalid`] reference (a missing instance or ConfigMap) to report on the task, or a spec
+//! without instances or integrations (an object stored without spec).
 //!
 //! Contract: no client, no clock. Instances resolve in spec order; the first missing instance
 //! wins over missing ConfigMaps, and every missing name of that kind is listed.
@@ -68,6 +69,9 @@ pub enum Invalid {
     InstanceNotFound(Vec<String>),
     /// These ConfigMaps do not exist.
     ConfigMapNotFound(Vec<String>),
+    /// No instance or no integration: only an object stored without spec (which the schema
+    /// allows, as upstream's does) gets here.
+    Incomplete,
 }
 
 impl Invalid {
@@ -76,6 +80,7 @@ impl Invalid {
         match self {
             Invalid::InstanceNotFound(_) => "InstanceNotFound",
             Invalid::ConfigMapNotFound(_) => "ConfigMapNotFound",
+            Invalid::Incomplete => "InvalidSpec",
         }
     }
 
@@ -84,6 +89,9 @@ impl Invalid {
         let (kind, names) = match self {
             Invalid::InstanceNotFound(n) => ("RedroidInstance", n),
             Invalid::ConfigMapNotFound(n) => ("ConfigMap", n),
+            Invalid::Incomplete => {
+                return "The spec is missing or incomplete (spec.instances and spec.integrations must each name at least one); the task runs nothing until it has them.".into();
+            }
         };
         let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
         format!(
@@ -105,6 +113,9 @@ pub fn validate(
     instances: &[RedroidInstance],
     config_maps: &BTreeSet<String>,
 ) -> Result<Model, Invalid> {
+    if task.spec.instances.is_empty() || task.spec.integrations.is_empty() {
+        return Err(Invalid::Incomplete);
+    }
     let mut targets = Vec::new();
     let mut missing = Vec::new();
     for r in &task.spec.instances {

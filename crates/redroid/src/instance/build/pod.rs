@@ -41,7 +41,10 @@ const BOOT_CHECK: &str = r#"test "$(getprop sys.boot_completed)" = "1""#;
 pub fn labels(model: &Model) -> BTreeMap<String, String> {
     BTreeMap::from([
         (names::MANAGED_BY_LABEL.into(), names::MANAGED_BY.into()),
-        (names::INSTANCE_LABEL.into(), model.name.clone()),
+        (
+            names::INSTANCE_LABEL.into(),
+            names::instance_label(&model.name),
+        ),
         (
             names::INSTANCE_INDEX_LABEL.into(),
             model.spec.index.to_string(),

@@ -1,4 +1,5 @@
-//! The instance Service: named like the instance, selecting only its instance Pod
+//! The instance Service: named like the instance (or derived from it, see
+//! [`names::service_name`]), selecting only its instance Pod
 //! (`component=instance`, so task pods never match), one port `adb`.
 //!
 //! Contract: [`service`] is pure and is applied with server-side apply, so removing an
@@ -24,10 +25,16 @@ pub fn service(model: &Model) -> Service {
             names::MANAGED_BY_LABEL.to_string(),
             names::MANAGED_BY.to_string(),
         ),
-        (names::INSTANCE_LABEL.into(), model.name.clone()),
+        (
+            names::INSTANCE_LABEL.into(),
+            names::instance_label(&model.name),
+        ),
     ]);
     let selector = BTreeMap::from([
-        (names::INSTANCE_LABEL.to_string(), model.name.clone()),
+        (
+            names::INSTANCE_LABEL.to_string(),
+            names::instance_label(&model.name),
+        ),
         (
             names::COMPONENT_LABEL.into(),
             names::COMPONENT_INSTANCE.into(),

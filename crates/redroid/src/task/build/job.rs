@@ -30,7 +30,10 @@ pub fn labels(task: &str, instance: &str, sidecar: bool) -> BTreeMap<String, Str
             names::MANAGED_BY.to_string(),
         ),
         (names::TASK_LABEL.to_string(), task.to_string()),
-        (names::INSTANCE_LABEL.to_string(), instance.to_string()),
+        (
+            names::INSTANCE_LABEL.to_string(),
+            names::instance_label(instance),
+        ),
         (
             names::COMPONENT_LABEL.to_string(),
             names::COMPONENT_TASK.to_string(),

@@ -8,7 +8,8 @@
 //! - At most `parallelism` instances are in progress (preparing or running), picked in spec
 //!   order. `suspendInstance`: the instance is held by `status.suspended` and its Job (with
 //!   the redroid sidecar) is created only once the instance reports Stopped with one, no
-//!   instance pod exists and no other data-sidecar pod of it is unfinished. `wakeInstance`:
+//!   instance pod of it exists, no other data-sidecar pod of it is unfinished, and no other
+//!   instance's Pod or unfinished sidecar uses data conflicting with it ([`crate::data`]). `wakeInstance`:
 //!   held by `status.woken`, Job created once it reports Running with one.
 //! - Desired overrides are only those of instances in progress; the applier clears this
 //!   task's own overrides everywhere else.
@@ -27,6 +28,7 @@ use kube::ResourceExt;
 
 use super::validate::{Access, Model, Target};
 use crate::crd::{InstancePhase, TaskJobPhase, TaskJobStatus};
+use crate::data::Usage;
 use crate::names;
 
 /// An override this task wants on an instance.
@@ -170,7 +172,7 @@ fn start(plan: &mut Plan, model: &Model, target: &Target, pods: &[Pod]) {
         Access::Sidecar => {
             let stopped =
                 target.suspended.is_some() && target.phase == Some(InstancePhase::Stopped);
-            let busy = data_in_use(&target.name, pods);
+            let busy = data_in_use(target, pods);
             if stopped && busy {
                 plan.recheck_after = Some(POD_RECHECK);
             }
@@ -191,8 +193,11 @@ fn start(plan: &mut Plan, model: &Model, target: &Target, pods: &[Pod]) {
     }
 }
 
-// An instance pod (in any state) or an unfinished data-sidecar pod of `instance` exists.
-fn data_in_use(instance: &str, pods: &[Pod]) -> bool {
+// An instance pod (in any state) or an unfinished data-sidecar pod exists that is the
+// target's own, or whose volumes use data conflicting with the target's.
+fn data_in_use(target: &Target, pods: &[Pod]) -> bool {
+    let own = names::instance_label(&target.name);
+    let usage = Usage::of_spec(&target.spec);
     pods.iter().any(|p| {
         let labels = p.labels();
         let label = |k: &str| labels.get(k).map(String::as_str);
@@ -201,9 +206,11 @@ fn data_in_use(instance: &str, pods: &[Pod]) -> bool {
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
-        label(names::INSTANCE_LABEL) == Some(instance)
-            && (label(names::COMPONENT_LABEL) == Some(names::COMPONENT_INSTANCE)
-                || (label(names::SIDECAR_LABEL) == Some("true") && !finished))
+        let holds = label(names::COMPONENT_LABEL) == Some(names::COMPONENT_INSTANCE)
+            || (label(names::SIDECAR_LABEL) == Some("true") && !finished);
+        let mine = label(names::INSTANCE_LABEL) == Some(own.as_str());
+        let conflicts = Usage::of_pod(p).is_some_and(|u| usage.conflict(&u).is_some());
+        holds && (mine || conflicts)
     })
 }
 
@@ -258,6 +265,36 @@ mod tests {
         let p = plan(&m, &[], &[], &[]);
         assert!(p.create_jobs.is_empty());
         assert_eq!(p.holds.get("a"), Some(&Hold::Suspend));
+    }
+
+    #[test]
+    fn sidecar_waits_for_any_pod_on_conflicting_data() {
+        let mut m = model(
+            "{metadata: {name: t, namespace: ns}, spec: {instances: [{name: a}], suspendInstance: true, integrations: [{name: m, image: m}]}}",
+        );
+        m.targets[0].phase = Some(InstancePhase::Stopped);
+        m.targets[0].suspended = Some(Default::default());
+        // An instance Pod of another instance `z` on diff index `index` (a's index is 0).
+        let pod = |index: i32| -> Pod {
+            serde_yaml::from_str(&format!(
+                r#"
+metadata: {{name: z-pod, labels: {{"{}": z, "{}": instance}}}}
+spec:
+  volumes:
+  - {{name: data-base, persistentVolumeClaim: {{claimName: redroid-data-base-pvc}}}}
+  - {{name: data-diff, persistentVolumeClaim: {{claimName: redroid-data-diff-pvc}}}}
+  containers: [{{name: redroid, volumeMounts: [{{name: data-diff, mountPath: /data-diff/{index}, subPath: "{index}"}}]}}]
+"#,
+                names::INSTANCE_LABEL,
+                names::COMPONENT_LABEL
+            ))
+            .expect("pod")
+        };
+        let blocked = plan(&m, &[], &[pod(0)], &[]);
+        assert!(blocked.create_jobs.is_empty());
+        assert_eq!(blocked.recheck_after, Some(POD_RECHECK));
+        let free = plan(&m, &[], &[pod(5)], &[]);
+        assert_eq!(free.create_jobs.len(), 1);
     }
 
     #[test]
