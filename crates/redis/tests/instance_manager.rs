@@ -52,6 +52,7 @@ fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
 
 impl Env {
     async fn new(spec: Value) -> Self {
+        testenv::procnode::ensure_host_packages().expect("redis-tools (the Redis server)");
         let admin = testenv::client().await;
         for crd in redis::crd::crds() {
             testenv::install_crd(&admin, crd).await.expect("CRD");
@@ -198,7 +199,7 @@ impl Env {
             redis_port: self.redis_port,
             http_port: self.http_port,
             shutdown_grace: 10,
-            redis_server: "/usr/bin/redis-server".into(),
+            redis_server: "/usr/bin/redis-check-rdb".into(),
             data_dir: i.join("data"),
             socket: i.join("redis.sock"),
             projected_dir: i.join("projected"),

@@ -19,7 +19,13 @@ use redis::instance::process::{self, Child};
 use redis::instance::resp::{Conn, RespError, Value};
 
 const T: Duration = Duration::from_secs(30);
-const REDIS: &str = "/usr/bin/redis-server";
+/// Debian's Redis server executable (package redis-tools, as the process-backed nodes' redis
+/// image uses); run as `redis-server`.
+const REDIS: &str = "/usr/bin/redis-check-rdb";
+
+fn ensure_redis() {
+    testenv::procnode::ensure_host_packages().expect("redis-tools");
+}
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -43,6 +49,7 @@ impl Drop for Scratch {
 }
 
 fn free_port() -> u16 {
+    ensure_redis();
     testenv::process::free_port().expect("free port")
 }
 

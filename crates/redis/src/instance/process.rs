@@ -1,8 +1,9 @@
 //! redis-server as the instance manager's child process.
 //!
 //! Contract:
-//! - [`spawn`] starts `redis-server <conf>` with the manager's stdout and stderr, in its own
-//!   process group member (it is killed if the manager dies with it still attached).
+//! - [`spawn`] starts `redis-server <conf>` (argv[0] `redis-server`, whatever the executable's
+//!   file name) with the manager's stdout and stderr; it is killed if the manager's handle is
+//!   dropped while it runs.
 //! - [`Child::stop`] is the graceful stop: `SHUTDOWN` over the local socket (Redis persists
 //!   and waits up to `shutdown-timeout` for lagging replicas), SIGTERM if the socket does not
 //!   answer, and SIGKILL only when the whole `grace` is spent — upstream sent SIGKILL on every
@@ -27,6 +28,9 @@ pub struct Child {
 /// Starts `binary <conf>`.
 pub fn spawn(binary: &Path, conf: &Path) -> std::io::Result<Child> {
     let inner = tokio::process::Command::new(binary)
+        // Redis picks its mode from argv[0]; Debian ships the server as `redis-check-rdb`
+        // (package redis-tools), so the name is set whatever the file is called.
+        .arg0("redis-server")
         .arg(conf)
         .stdin(Stdio::null())
         .stdout(Stdio::inherit())
