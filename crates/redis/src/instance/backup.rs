@@ -191,6 +191,24 @@ pub async fn start(
 }
 
 async fn run(inst: &Instance, plan: &Plan) -> Result<BackupResult, String> {
+    let s = &inst.settings;
+    take(
+        &inst.local,
+        &s.paths.data_dir,
+        &s.backup_credentials_dir,
+        plan,
+    )
+    .await
+}
+
+/// Takes the backup `plan` describes on the redis-server behind `local` (whose data
+/// directory is `data`) and uploads it with the credentials projected in `credentials`.
+pub async fn take(
+    local: &Local,
+    data: &Path,
+    credentials: &Path,
+    plan: &Plan,
+) -> Result<BackupResult, String> {
     let s3 =
         match (&plan.destination.s3, &plan.destination.azure) {
             (Some(s3), _) => s3.clone(),
@@ -199,30 +217,27 @@ async fn run(inst: &Instance, plan: &Plan) -> Result<BackupResult, String> {
                     .into(),
             ),
         };
-    let creds = s3::Credentials::read(&inst.settings.backup_credentials_dir)?;
-    let data = inst.settings.paths.data_dir.clone();
-    let (artifact, cleanup) = if plan.aof {
-        snapshot(&inst.local, Kind::Aof, BACKUP_TIMEOUT).await?;
+    let creds = s3::Credentials::read(credentials)?;
+    let artifact = if plan.aof {
+        snapshot(local, Kind::Aof, BACKUP_TIMEOUT).await?;
         let dir = data.join("appendonlydir");
         let out = data.join(format!(".backup-{}.aof.tar.gz", plan.name));
         let o = out.clone();
         tokio::task::spawn_blocking(move || archive(&dir, &o))
             .await
             .map_err(|e| e.to_string())??;
-        (out.clone(), Some(out))
+        out
     } else {
-        snapshot(&inst.local, Kind::Rdb, BACKUP_TIMEOUT).await?;
+        snapshot(local, Kind::Rdb, BACKUP_TIMEOUT).await?;
         // A copy, so a later save replacing dump.rdb cannot change what is uploaded.
         let copy = data.join(format!(".backup-{}.rdb", plan.name));
         tokio::fs::copy(data.join("dump.rdb"), &copy)
             .await
             .map_err(|e| format!("copying dump.rdb: {e}"))?;
-        (copy.clone(), Some(copy))
+        copy
     };
     let result = upload(&s3, creds, &plan.key, &artifact).await;
-    if let Some(c) = cleanup {
-        let _ = tokio::fs::remove_file(c).await;
-    }
+    let _ = tokio::fs::remove_file(&artifact).await;
     let (size, sha) = result?;
     Ok(BackupResult {
         id: plan.name.clone(),

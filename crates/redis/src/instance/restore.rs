@@ -5,12 +5,13 @@
 //! - The RedisBackup must be `Completed` with a valid S3 destination and a `backupPath` in
 //!   that bucket (`s3://<bucket>/<key>`); credentials come from the projected
 //!   `/backup-credentials` files (as the backup's), never from the API.
-//! - An RDB lands as `dump.rdb`; an AOF archive is extracted into a staging directory and
-//!   swapped in as `appendonlydir`. Extraction is path-traversal safe ([`check_entry`]: only
+//! - An RDB lands as `dump.rdb` and as the base of a fresh `appendonlydir` (with
+//!   `appendonly yes`, Redis loads the AOF and would start empty without one — upstream's RDB
+//!   restores did); an AOF archive is extracted into a staging directory and swapped in as
+//!   `appendonlydir`. Extraction is path-traversal safe ([`check_entry`]: only
 //!   plain relative names, only files and directories, a size cap) and the archive must hold
 //!   the AOF manifest. Whatever was there before is moved aside
-//!   (`*.pre-restore`), never deleted, and an RDB restore also moves `appendonlydir` aside so
-//!   the restored RDB is what Redis loads.
+//!   (`*.pre-restore`), never deleted.
 //! - A marker (`.restored-<backup>`) makes a re-run a no-op, so a restarted init container
 //!   never overwrites data the instance wrote since.
 
@@ -23,6 +24,11 @@ use kube::api::Api;
 use super::{backup, s3};
 use crate::crd::{BackupArtifactType, BackupDestination, BackupMethod, BackupPhase, RedisBackup};
 use crate::names;
+
+/// The AOF manifest's file name (Redis 7 multi-part AOF, `appendfilename appendonly.aof`).
+pub const AOF_MANIFEST: &str = "appendonly.aof.manifest";
+/// The base file a restored RDB becomes.
+pub const RDB_BASE: &str = "appendonly.aof.1.base.rdb";
 
 /// Biggest archive content restored (upstream's cap).
 pub const MAX_EXTRACTED: u64 = 32 << 30;
@@ -136,7 +142,7 @@ pub fn extract(archive: &Path, staging: &Path) -> Result<(), String> {
         std::io::copy(&mut entry, &mut out)
             .map_err(|e| format!("writing {}: {e}", target.display()))?;
     }
-    if !staging.join("appendonly.aof.manifest").is_file() {
+    if !staging.join(AOF_MANIFEST).is_file() {
         return Err("the archive holds no appendonly.aof.manifest".into());
     }
     Ok(())
@@ -173,10 +179,25 @@ pub fn install(data: &Path, downloaded: &Path, aof: bool) -> Result<(), String> 
         std::fs::rename(&staging, &aof_dir)
             .map_err(|e| format!("installing appendonlydir: {e}"))?;
     } else {
+        // With `appendonly yes` Redis loads the AOF, not dump.rdb, and starts empty when there
+        // is none: the RDB also becomes the base of a fresh multi-part AOF.
+        let staging = data.join("appendonlydir.restore-tmp");
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging)
+            .map_err(|e| format!("creating {}: {e}", staging.display()))?;
+        std::fs::copy(downloaded, staging.join(RDB_BASE))
+            .map_err(|e| format!("writing the AOF base: {e}"))?;
+        std::fs::write(
+            staging.join(AOF_MANIFEST),
+            format!("file {RDB_BASE} seq 1 type b\n"),
+        )
+        .map_err(|e| format!("writing the AOF manifest: {e}"))?;
         aside(&aof_dir).map_err(|e| format!("moving the old appendonlydir aside: {e}"))?;
         aside(&data.join("dump.rdb")).map_err(|e| format!("moving the old dump.rdb aside: {e}"))?;
         std::fs::rename(downloaded, data.join("dump.rdb"))
             .map_err(|e| format!("installing dump.rdb: {e}"))?;
+        std::fs::rename(&staging, &aof_dir)
+            .map_err(|e| format!("installing appendonlydir: {e}"))?;
     }
     Ok(())
 }
