@@ -833,3 +833,292 @@ async fn spec_changes_apply_live_and_sigterm_stops_gracefully() {
     );
     assert!(Path::new(&data).join("redis.conf").is_file());
 }
+
+/// A TLS connection to instance `ordinal`'s Redis port, trusting only `ca_pem`.
+async fn tls_redis(env: &Env, ordinal: u8, ca_pem: &str, pw: &str) -> Result<Conn, String> {
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect((env.ip(ordinal), env.redis_port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(ServerName::IpAddress(env.ip(ordinal).into()), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut c = Conn::over(tls, Duration::from_secs(3));
+    c.command(&["AUTH", pw]).await.map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// A certificate for `ip` signed by `ca`, usable by a server and, for replication, as a client.
+fn issue_for_redis(ca: &redis::admission::pki::Ca, ip: IpAddr) -> (String, String) {
+    use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
+    let ca_key = KeyPair::from_pem(&ca.key_pem).expect("ca key");
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).expect("issuer");
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.subject_alt_names = vec![SanType::IpAddress(ip)];
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let cert = params.signed_by(&key, &issuer).expect("sign");
+    (cert.pem(), key.serialize_pem())
+}
+
+fn write_tls(env: &Env, ordinal: u8, ca: &redis::admission::pki::Ca) {
+    let (crt, key) = issue_for_redis(ca, env.ip(ordinal));
+    let d = env.dir.join(format!("i{ordinal}/tls"));
+    std::fs::create_dir_all(&d).expect("tls dir");
+    for (f, v) in [
+        ("tls.crt", &crt),
+        ("tls.key", &key),
+        ("ca.crt", &ca.cert_pem),
+    ] {
+        std::fs::write(d.join(format!("{f}.tmp")), v).expect("write");
+        std::fs::rename(d.join(format!("{f}.tmp")), d.join(f)).expect("swap");
+    }
+}
+
+#[tokio::test]
+async fn tls_replication_and_a_certificate_rotation_without_restart() {
+    let env =
+        Env::new(json!({"tlsSecret": {"name": "redis-tls"}, "caSecret": {"name": "redis-ca"}}))
+            .await;
+    let ca1 = redis::admission::pki::Ca::generate(jiff::Timestamp::now()).expect("ca");
+    for i in 0..2 {
+        env.pod(i).await;
+        env.password(i, "pw");
+        write_tls(&env, i, &ca1);
+    }
+    env.set_status(json!({"currentPrimary": "demo-0", "targetPrimary": "demo-0"}))
+        .await;
+    let _a = env.start(0);
+    let _b = env.start(1);
+    // Replication runs over TLS, verified against the CA.
+    env.until_status(1, "replica over TLS", |r| {
+        running(r) && r.master_link_status == "up"
+    })
+    .await;
+    let mut c = tls_redis(&env, 0, &ca1.cert_pem, "pw")
+        .await
+        .expect("TLS client");
+    c.command(&["SET", "k", "v"]).await.expect("write");
+    assert!(env.redis(0, "pw").await.is_err(), "no plain-text port");
+    // New certificates from another CA: served from the next handshake, no restart.
+    let ca2 = redis::admission::pki::Ca::generate(jiff::Timestamp::now()).expect("ca2");
+    write_tls(&env, 0, &ca2);
+    testenv::eventually("the new certificate served", T, || async {
+        tls_redis(&env, 0, &ca2.cert_pem, "pw").await.ok().map(drop)
+    })
+    .await
+    .expect("rotated");
+    assert!(
+        tls_redis(&env, 0, &ca1.cert_pem, "pw").await.is_err(),
+        "the old chain is gone"
+    );
+    let mut c = tls_redis(&env, 0, &ca2.cert_pem, "pw")
+        .await
+        .expect("client");
+    assert_eq!(
+        c.command(&["GET", "k"])
+            .await
+            .expect("get")
+            .text()
+            .as_deref(),
+        Some("v"),
+        "same process, same data"
+    );
+}
+
+#[tokio::test]
+async fn replica_mode_follows_the_source_and_the_leader_promotes() {
+    let env = Env::new(json!({})).await;
+    // The external source: a plain Redis with its own password.
+    let src_dir = env.dir.join("source");
+    std::fs::create_dir_all(&src_dir).expect("dir");
+    let src_ip = env.ip(200);
+    std::fs::write(
+        src_dir.join("redis.conf"),
+        format!(
+            "bind {src_ip}\nport {}\nrequirepass srcpw\ndir {}\nsave \"\"\nunixsocket {}/s.sock\n",
+            env.redis_port,
+            src_dir.display(),
+            src_dir.display()
+        ),
+    )
+    .expect("conf");
+    let mut src = redis::instance::process::spawn(
+        std::path::Path::new("/usr/bin/redis-check-rdb"),
+        &src_dir.join("redis.conf"),
+    )
+    .expect("source");
+    let src_local =
+        redis::instance::local::Local::new(src_dir.join("s.sock"), vec!["srcpw".into()]);
+    testenv::eventually("the source", T, || async { src_local.ping().await.ok() })
+        .await
+        .expect("source up");
+    src_local
+        .command(&["SET".into(), "from-source".into(), "1".into()])
+        .await
+        .expect("write");
+    env.patch_cluster(json!({"spec": {"replicaMode": {"enabled": true, "source": {"host": src_ip.to_string(), "port": env.redis_port, "authSecretName": "source-auth"}}}})).await;
+    env.pod(0).await;
+    env.password(0, "pw");
+    let d = env.dir.join("i0/projected/source-auth");
+    std::fs::create_dir_all(&d).expect("dir");
+    std::fs::write(d.join("password"), "srcpw").expect("source password");
+    env.set_status(json!({"currentPrimary": "demo-0", "targetPrimary": "demo-0"}))
+        .await;
+    let _a = env.start(0);
+    let r = env
+        .until_status(0, "following the source", |r| {
+            running(r) && r.master_link_status == "up"
+        })
+        .await;
+    assert_eq!(r.master_host, src_ip.to_string());
+    let mut c = env.redis(0, "pw").await.expect("local password");
+    assert_eq!(
+        c.command(&["GET", "from-source"])
+            .await
+            .expect("get")
+            .text()
+            .as_deref(),
+        Some("1")
+    );
+    // Promote: the designated leader leaves the source and takes writes.
+    env.patch_cluster(json!({"spec": {"replicaMode": {"promote": true}}}))
+        .await;
+    env.until_status(0, "promoted", |r| r.role == "master")
+        .await;
+    let mut c = env.redis(0, "pw").await.expect("client");
+    c.command(&["SET", "after-promotion", "1"])
+        .await
+        .expect("writes accepted");
+    src.stop(&src_local, Duration::from_secs(10))
+        .await
+        .expect("stop source");
+}
+
+#[tokio::test]
+async fn an_acl_secret_keeps_the_default_user_protected_and_reloads_live() {
+    let env = Env::new(json!({"aclConfigSecret": {"name": "acl"}})).await;
+    env.pod(0).await;
+    env.password(0, "pw");
+    let acl = |rules: &str| {
+        let d = env.dir.join("i0/projected/acl");
+        std::fs::create_dir_all(&d).expect("dir");
+        std::fs::write(d.join("acl.tmp"), rules).expect("w");
+        std::fs::rename(d.join("acl.tmp"), d.join("acl")).expect("swap");
+    };
+    acl("user app on >apppw ~app:* +@all\n");
+    env.set_status(json!({"currentPrimary": "demo-0"})).await;
+    let _a = env.start(0);
+    env.until_status(0, "running", |r| running(r) && r.role == "master")
+        .await;
+    assert!(
+        env.redis(0, "wrong").await.unwrap_err().is_auth(),
+        "the default user has a password"
+    );
+    env.redis(0, "pw")
+        .await
+        .expect("the default user's password");
+    let app = |pw: &'static str| {
+        let env = &env;
+        async move {
+            let mut c = Conn::tcp(
+                &format!("{}:{}", env.ip(0), env.redis_port),
+                Duration::from_secs(3),
+            )
+            .await?;
+            c.command(&["AUTH", "app", pw]).await?;
+            Ok::<Conn, RespError>(c)
+        }
+    };
+    let mut c = app("apppw").await.expect("app user");
+    c.command(&["SET", "app:1", "v"])
+        .await
+        .expect("allowed key");
+    let denied = c.command(&["SET", "other", "v"]).await.unwrap_err();
+    assert!(denied.to_string().starts_with("NOPERM"), "{denied}");
+    // New rules: reloaded live, the default user still protected.
+    acl("user app on >apppw2 ~app:* +@all\n");
+    testenv::eventually("the new ACL loaded", T, || async {
+        app("apppw2").await.ok().map(drop)
+    })
+    .await
+    .expect("reloaded");
+    assert!(app("apppw").await.is_err());
+    assert!(env.redis(0, "wrong").await.is_err());
+    env.redis(0, "pw").await.expect("default user unchanged");
+}
+
+#[tokio::test]
+async fn an_isolated_primary_fails_liveness_only_when_api_and_peers_are_gone() {
+    let env = Env::new(json!({"primaryIsolation": {"enabled": true, "apiServerTimeout": "1s", "peerTimeout": "1s"}})).await;
+    for i in 0..2 {
+        env.pod(i).await;
+        env.password(i, "pw");
+    }
+    env.set_status(json!({"currentPrimary": "demo-0", "targetPrimary": "demo-0"}))
+        .await;
+    let _a = env.start(0);
+    let b = env.start(1);
+    env.until_status(1, "replica up", |r| {
+        running(r) && r.master_link_status == "up"
+    })
+    .await;
+    assert_eq!(env.probe(0, "/healthz").await.0, 200);
+    // The API refuses this ServiceAccount from now on: a peer still answers, so it is live.
+    let rbs: Api<RoleBinding> = Api::namespaced(env.admin.clone(), &env.ns.name);
+    rbs.delete(CLUSTER, &Default::default())
+        .await
+        .expect("delete rolebinding");
+    testenv::eventually("the API refusing the instance", T, || async {
+        Api::<RedisCluster>::namespaced(env.sa.clone(), &env.ns.name)
+            .get(CLUSTER)
+            .await
+            .err()
+            .map(drop)
+    })
+    .await
+    .expect("refused");
+    assert_eq!(env.probe(0, "/healthz").await.0, 200, "a peer answers");
+    // The peer goes too: isolated.
+    b.terminate().await.expect("replica stopped");
+    let (code, body) = testenv::eventually("liveness failing", T, || async {
+        let r = env.probe(0, "/healthz").await;
+        (r.0 == 503).then_some(r)
+    })
+    .await
+    .expect("isolated");
+    assert!(body.contains("primary isolated"), "{code} {body}");
+    // The API is back: live again.
+    let rb: RoleBinding = obj(json!({
+        "metadata": {"name": CLUSTER},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CLUSTER},
+        "subjects": [{"kind": "ServiceAccount", "name": CLUSTER, "namespace": env.ns.name}]
+    }));
+    rbs.create(&PostParams::default(), &rb)
+        .await
+        .expect("rolebinding");
+    testenv::eventually("liveness back", T, || async {
+        (env.probe(0, "/healthz").await.0 == 200).then_some(())
+    })
+    .await
+    .expect("live");
+}

@@ -559,6 +559,10 @@ impl Loop {
             },
             Action::Nothing(why) => self.note(why),
         }
+        if info.is_master() {
+            // The isolation check needs to know its peers before it needs them.
+            self.peers().await;
+        }
         self.apply_config(&cluster.spec).await;
         self.rotate(&cluster.spec, &view, &info).await;
         self.reload_tls(&cluster.spec).await;
