@@ -401,8 +401,7 @@ async fn a_replica_boots_following_the_primarys_pod_ip_and_the_primary_unknown_w
     // The operator names the primary: demo-0 starts as primary, demo-1 as its replica.
     env.set_status(json!({"currentPrimary": "demo-0", "targetPrimary": "demo-0"}))
         .await;
-    let p = env
-        .until_status(0, "demo-0 primary", |r| running(r) && r.role == "master")
+    env.until_status(0, "demo-0 primary", |r| running(r) && r.role == "master")
         .await;
     let r = env
         .until_status(1, "demo-1 replica", |r| {
@@ -413,6 +412,8 @@ async fn a_replica_boots_following_the_primarys_pod_ip_and_the_primary_unknown_w
         (r.role.as_str(), r.master_host.as_str(), r.master_port),
         ("slave", env.ip(0).to_string().as_str(), env.redis_port)
     );
+    // The primary starts a new replication ID when its first replica arrives: compare now.
+    let p = env.status(0).await.expect("status");
     assert_eq!(r.replication_id, p.replication_id);
     assert_eq!(env.probe(1, "/readyz").await.0, 200);
     // The password was there from the first moment; the wrong one is refused.
