@@ -23,9 +23,12 @@ use serde_json::{Value, json};
 use testenv::TestNamespace;
 use testenv::procnode::{self, ImageEntry};
 
+mod support;
+
 const T: Duration = Duration::from_secs(90);
 const CLUSTER: &str = "demo";
 const OPERATOR_REPOSITORY: &str = "ghcr.io/flotilla/redis-operator";
+const BACKUP_CREDENTIALS: &str = "demo-backup-credentials";
 
 struct Env {
     admin: Client,
@@ -141,8 +144,9 @@ impl Env {
         }
     }
 
-    /// The data pod of `ordinal`, as the operator builds it.
-    fn pod(&self, ordinal: u8) -> Pod {
+    /// The data pod of `ordinal`, as the operator builds it (with the bootstrap restore of
+    /// `restore` when given).
+    fn pod(&self, ordinal: u8, restore: Option<&str>) -> Pod {
         let name = format!("{CLUSTER}-{ordinal}");
         let field = |path: &str| json!({"valueFrom": {"fieldRef": {"fieldPath": path}}});
         let mut env = vec![json!({"name": "CLUSTER_NAME", "value": CLUSTER})];
@@ -178,7 +182,8 @@ impl Env {
                     {"name": "controller", "mountPath": "/controller"},
                     {"name": "projected-secrets", "mountPath": "/projected", "readOnly": true},
                     {"name": "instance-token", "mountPath": instance_api::TOKEN_MOUNT, "readOnly": true},
-                    {"name": "instance-tls", "mountPath": instance_api::TLS_MOUNT, "readOnly": true}
+                    {"name": "instance-tls", "mountPath": instance_api::TLS_MOUNT, "readOnly": true},
+                    {"name": "backup-credentials", "mountPath": "/backup-credentials", "readOnly": true}
                 ]
             }],
             "volumes": [
@@ -188,9 +193,22 @@ impl Env {
                     {"secret": {"name": "demo-auth", "items": [{"key": "password", "path": "demo-auth/password"}]}}
                 ]}},
                 {"name": "instance-token", "secret": {"secretName": instance_api::token_secret(CLUSTER)}},
-                {"name": "instance-tls", "secret": {"secretName": instance_api::server_secret(CLUSTER)}}
+                {"name": "instance-tls", "secret": {"secretName": instance_api::server_secret(CLUSTER)}},
+                {"name": "backup-credentials", "secret": {"secretName": BACKUP_CREDENTIALS, "optional": true}}
             ]
         });
+        if let Some(backup) = restore {
+            spec["initContainers"].as_array_mut().expect("init containers").push(json!({
+                "name": "restore-data",
+                "image": format!("{OPERATOR_REPOSITORY}:{}", self.ns.name),
+                "command": ["/redis-operator", "restore", "--backup-name", backup],
+                "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                "volumeMounts": [
+                    {"name": "data", "mountPath": "/data"},
+                    {"name": "backup-credentials", "mountPath": "/backup-credentials", "readOnly": true}
+                ]
+            }));
+        }
         if let (Some(s), Some(p)) = (spec.as_object_mut(), procnode::placement().as_object()) {
             s.extend(p.clone());
         }
@@ -201,8 +219,12 @@ impl Env {
     }
 
     async fn create_pod(&self, ordinal: u8) -> Pod {
+        self.create_pod_with(ordinal, None).await
+    }
+
+    async fn create_pod_with(&self, ordinal: u8, restore: Option<&str>) -> Pod {
         let pods: Api<Pod> = Api::namespaced(self.admin.clone(), &self.ns.name);
-        pods.create(&PostParams::default(), &self.pod(ordinal))
+        pods.create(&PostParams::default(), &self.pod(ordinal, restore))
             .await
             .expect("pod");
         self.wait_pod(ordinal, "Running with an IP", |p| {
@@ -453,4 +475,117 @@ async fn a_pod_waits_for_its_primary_and_a_fenced_pod_stays_running_with_redis_d
     .await;
     let p = env.wait_pod(0, "Ready again", ready).await;
     assert_eq!(restarts(&p), 0);
+}
+
+#[tokio::test]
+async fn a_backup_through_the_api_restores_into_a_new_primary_pod() {
+    let env = Env::new().await;
+    let gateway = procnode::gateway().expect("gateway").to_string();
+    let s3 = support::s3_server("redis-backups", &gateway).await;
+    Api::<Secret>::namespaced(env.admin.clone(), &env.ns.name)
+        .create(
+            &PostParams::default(),
+            &secret(
+                BACKUP_CREDENTIALS,
+                &[
+                    ("AWS_ACCESS_KEY_ID", support::AK),
+                    ("AWS_SECRET_ACCESS_KEY", support::SK),
+                ],
+            ),
+        )
+        .await
+        .expect("credentials");
+    env.set_status(json!({"currentPrimary": "demo-0", "targetPrimary": "demo-0"}))
+        .await;
+    let ip0 = ip_of(&env.create_pod(0).await);
+    env.until_status(&ip0, "primary", |r| {
+        r.boot == Boot::Running && r.role == "master"
+    })
+    .await;
+    let mut c = redis::instance::resp::Conn::tcp(&format!("{ip0}:6379"), Duration::from_secs(5))
+        .await
+        .expect("connect");
+    c.command(&["AUTH", "pw"]).await.expect("auth");
+    for i in 0..100 {
+        c.command(&["SET", &format!("k{i}"), "v"])
+            .await
+            .expect("set");
+    }
+    // The operator's call: asynchronous, then polled.
+    let destination = redis::crd::BackupDestination {
+        s3: Some(redis::crd::S3Destination {
+            bucket: "redis-backups".into(),
+            path: "demo".into(),
+            endpoint: s3.endpoint.clone(),
+            region: String::new(),
+        }),
+        azure: None,
+    };
+    let req = instance_api::BackupRequest {
+        backup_name: "b1".into(),
+        method: "rdb".into(),
+        destination: destination.clone(),
+    };
+    let base = format!("https://{}:8080", env.server_name());
+    let call = |r: reqwest::RequestBuilder| {
+        r.bearer_auth(&env.token)
+            .header(instance_api::VERSION_HEADER, instance_api::API_VERSION)
+    };
+    let resp = call(
+        env.http(&ip0)
+            .post(format!("{base}{}", redis::names::PATH_BACKUP))
+            .json(&req),
+    )
+    .send()
+    .await
+    .expect("backup");
+    assert_eq!(resp.status().as_u16(), 202);
+    let done: instance_api::BackupResult =
+        testenv::eventually("the backup completed", T, || async {
+            let r = call(
+                env.http(&ip0)
+                    .get(format!("{base}{}/b1", redis::names::PATH_BACKUP)),
+            )
+            .send()
+            .await
+            .ok()?;
+            let r: instance_api::BackupResult = r.json().await.ok()?;
+            assert_ne!(r.phase, "Failed", "{r:?}");
+            (r.phase == "Completed").then_some(r)
+        })
+        .await
+        .expect("completed");
+    assert_eq!(done.backup_path, "s3://redis-backups/demo/b1.rdb");
+    assert!(s3.root.join("redis-backups/demo/b1.rdb").is_file());
+    // The backup controller's record of it.
+    let backups: Api<redis::crd::RedisBackup> = Api::namespaced(env.admin.clone(), &env.ns.name);
+    let b: redis::crd::RedisBackup = obj(
+        json!({"apiVersion": "redis.io/v1", "kind": "RedisBackup", "metadata": {"name": "b1"},
+        "spec": {"clusterName": CLUSTER, "destination": destination}}),
+    );
+    backups
+        .create(&PostParams::default(), &b)
+        .await
+        .expect("backup object");
+    backups
+        .patch_status("b1", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Completed", "backupPath": done.backup_path, "artifactType": "rdb"}})))
+        .await
+        .expect("backup status");
+    // A new primary bootstraps from it: the restore init container, then the instance.
+    env.set_status(json!({"currentPrimary": "demo-1", "targetPrimary": "demo-1"}))
+        .await;
+    let ip1 = ip_of(&env.create_pod_with(1, Some("b1")).await);
+    env.until_status(&ip1, "restored primary", |r| {
+        r.boot == Boot::Running && r.role == "master"
+    })
+    .await;
+    let mut c = redis::instance::resp::Conn::tcp(&format!("{ip1}:6379"), Duration::from_secs(5))
+        .await
+        .expect("connect");
+    c.command(&["AUTH", "pw"]).await.expect("auth");
+    assert_eq!(
+        c.command(&["DBSIZE"]).await.expect("dbsize").int(),
+        Some(100),
+        "every key restored"
+    );
 }

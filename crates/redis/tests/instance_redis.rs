@@ -18,6 +18,10 @@ use redis::instance::local::{Local, Switchover};
 use redis::instance::process::{self, Child};
 use redis::instance::resp::{Conn, RespError, Value};
 
+mod support;
+
+use support::{AK, SK, s3_server};
+
 const T: Duration = Duration::from_secs(30);
 /// Debian's Redis server executable (package redis-tools, as the process-backed nodes' redis
 /// image uses); run as `redis-server`.
@@ -639,55 +643,6 @@ async fn a_backup_snapshot_starts_after_the_request_even_with_a_save_running() {
     );
 }
 
-/// An S3-compatible server on loopback: s3s-fs (a third-party S3 implementation with its own
-/// SigV4 verification) over a scratch directory, with one access key.
-struct S3Server {
-    dir: Scratch,
-    endpoint: String,
-    stop: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        self.stop.abort();
-    }
-}
-
-const AK: &str = "AKIDTEST";
-const SK: &str = "secret/key+test";
-
-async fn s3_server(bucket: &str) -> S3Server {
-    let dir = Scratch::new("s3");
-    std::fs::create_dir_all(dir.0.join(bucket)).expect("bucket");
-    let fs = s3s_fs::FileSystem::new(&dir.0).expect("s3s-fs");
-    let mut b = s3s::service::S3ServiceBuilder::new(fs);
-    b.set_auth(s3s::auth::SimpleAuth::from_single(AK, SK));
-    let service = b.build();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
-    let stop = tokio::spawn(async move {
-        loop {
-            let Ok((socket, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = service.clone();
-            tokio::spawn(async move {
-                let io = hyper_util::rt::TokioIo::new(socket);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await;
-            });
-        }
-    });
-    S3Server {
-        dir,
-        endpoint,
-        stop,
-    }
-}
-
 fn credentials_dir(scratch: &Scratch) -> PathBuf {
     let d = scratch.0.join("backup-credentials");
     std::fs::create_dir_all(&d).expect("creds");
@@ -700,7 +655,7 @@ fn credentials_dir(scratch: &Scratch) -> PathBuf {
 #[tokio::test]
 async fn backups_upload_to_s3_and_restore_into_a_fresh_data_directory() {
     use redis::instance::{backup, restore, s3};
-    let s3srv = s3_server("redis-backups").await;
+    let s3srv = s3_server("redis-backups", "127.0.0.1").await;
     let s = spec(serde_json::json!({}));
     let a = Server::start("bk", &Boot::Primary, "pw", &s).await;
     let mut c = a.client("pw").await.expect("client");
@@ -741,8 +696,7 @@ async fn backups_upload_to_s3_and_restore_into_a_fresh_data_directory() {
         );
         // The stored object is the artifact the result describes.
         let stored = s3srv
-            .dir
-            .0
+            .root
             .join(format!("redis-backups/backups/demo/{name}.{ext}"));
         let bytes = std::fs::read(&stored).expect("object stored");
         assert_eq!(bytes.len() as i64, done.backup_size);
