@@ -1123,3 +1123,24 @@ async fn an_isolated_primary_fails_liveness_only_when_api_and_peers_are_gone() {
     .await
     .expect("live");
 }
+
+#[tokio::test]
+async fn the_manager_exits_when_redis_server_exits() {
+    let env = Env::new(json!({})).await;
+    env.pod(0).await;
+    env.password(0, "pw");
+    env.set_status(json!({"currentPrimary": "demo-0"})).await;
+    let mut a = env.start(0);
+    env.until_status(0, "running", |r| running(r) && r.role == "master")
+        .await;
+    // Someone stops Redis behind the manager's back.
+    let mut c = env.redis(0, "pw").await.expect("client");
+    let _ = c.command(&["SHUTDOWN", "NOSAVE"]).await;
+    let task = a.task.take().expect("task");
+    let ended = tokio::time::timeout(T, task)
+        .await
+        .expect("the manager ended")
+        .expect("joined");
+    let err = ended.expect_err("an error exit, so the container restarts");
+    assert!(err.to_string().contains("redis-server exited"), "{err:#}");
+}
