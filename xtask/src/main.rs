@@ -8,6 +8,7 @@
 //!   built without a container engine, optionally pushed
 //! - `test`: everything CI checks: format, lints, generated-file drift, every test
 //! - `kubectl ARGS…`: the pinned kubectl against the local plane
+//! - `spaces up|down|status|kubectl`: a set of separate control planes (WDS, ITS, WECs)
 
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -19,6 +20,7 @@ mod demo_cocoon;
 mod demo_support;
 mod gen_crds;
 mod image;
+mod spaces;
 
 #[derive(Parser)]
 #[command(about = "Flotilla developer tasks")]
@@ -54,6 +56,11 @@ enum Cmd {
         /// Stop the control plane afterwards (CI does; developers keep it warm).
         #[arg(long)]
         down: bool,
+    },
+    /// Separate control planes for multi-cluster systems: a WDS, an ITS and WECs.
+    Spaces {
+        #[command(subcommand)]
+        cmd: spaces::Cmd,
     },
     /// Run the pinned kubectl against the local plane.
     Kubectl {
@@ -138,6 +145,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Image(args) => image::run(args),
         Cmd::Test { down } => test(down),
         Cmd::Kubectl { args } => kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>()),
+        Cmd::Spaces { cmd } => spaces::run(cmd),
     }
 }
 
@@ -272,6 +280,7 @@ fn test(down: bool) -> anyhow::Result<()> {
     })();
     if down {
         let _ = p.run("stop local control plane", || testenv::down().map(|_| ()));
+        let _ = p.run("stop spaces", || testenv::spaces::down().map(|_| ()));
     }
     p.report();
     if let Some((passed, failed)) = TOTALS.get() {

@@ -1,0 +1,5 @@
+//! stellar's pure decisions: no Kubernetes client, no IO, no clock. Everything here is a
+//! function of its arguments, tested by tables beside it.
+
+pub mod matching;
+pub mod selector;
