@@ -13,6 +13,7 @@
 pub mod api;
 pub mod names;
 pub mod ocm;
+mod schema;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 

@@ -66,7 +66,11 @@ pub struct Modulation {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub want_singleton_reported_state: bool,
     /// Multi-WEC status return requested.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        rename = "wantMultiWECReportedState",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub want_multi_wec_reported_state: bool,
 }
 

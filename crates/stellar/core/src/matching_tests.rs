@@ -169,3 +169,11 @@ fn modulations_of_matching_clauses_merge() {
     assert_eq!(test_object(&clauses[2..], &d.facts()), None);
     assert_eq!(test_object(&[], &d.facts()), None);
 }
+
+#[test]
+fn the_multi_wec_flag_has_upstreams_spelling() {
+    let c = clause(json!({"resources": ["*"], "wantMultiWECReportedState": true}));
+    assert!(c.modulation.want_multi_wec_reported_state);
+    let back = serde_json::to_value(&c.modulation).expect("serialise");
+    assert_eq!(back, json!({"wantMultiWECReportedState": true}));
+}

@@ -146,7 +146,11 @@ pub struct DownsyncModulation {
     /// workload object in each WEC where that object is present be combined
     /// and returned into the `.status` of the object in the WDS (Deployments, ReplicaSets and
     /// DaemonSets are combined with awareness of their status; see the user guide).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        rename = "wantMultiWECReportedState",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub want_multi_wec_reported_state: bool,
 }
 

@@ -21,18 +21,25 @@ use serde_json::json;
 
 /// The five control CRDs the controller manager installs in a WDS.
 pub fn control_crds() -> Vec<CustomResourceDefinition> {
+    let mut cs = kit::crdschema::crd::<CombinedStatus>();
+    // Upstream declares an empty subresources object (no status subresource).
+    cs.spec.versions[0].subresources = Some(Default::default());
     vec![
         binding_policy_crd(),
-        kit::crdschema::crd::<Binding>(),
-        kit::crdschema::crd::<CustomTransform>(),
-        kit::crdschema::crd::<StatusCollector>(),
-        kit::crdschema::crd::<CombinedStatus>(),
+        upstream(kit::crdschema::crd::<Binding>()),
+        upstream(kit::crdschema::crd::<CustomTransform>()),
+        upstream(kit::crdschema::crd::<StatusCollector>()),
+        upstream(cs),
     ]
 }
 
 /// The WorkStatus CRD (installed in an ITS).
 pub fn work_status_crd() -> CustomResourceDefinition {
-    kit::crdschema::crd::<WorkStatus>()
+    upstream(kit::crdschema::crd::<WorkStatus>())
+}
+
+fn upstream(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    crate::schema::upstream_style(crd, &[])
 }
 
 // Label values, label keys and operators, as upstream's kustomize patch checks them.
@@ -52,7 +59,7 @@ pub const OBJECT_TESTS: [&str; 6] = [
 /// BindingPolicy's CRD: the generated schema plus upstream's extra validations (label
 /// patterns on cluster selectors; each downsync clause must test something).
 pub fn binding_policy_crd() -> CustomResourceDefinition {
-    let crd = kit::crdschema::crd::<BindingPolicy>();
+    let crd = upstream(kit::crdschema::crd::<BindingPolicy>());
     let mut v = serde_json::to_value(&crd).expect("a CRD serialises");
     let spec = &mut v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     let sel = &mut spec["clusterSelectors"]["items"]["properties"];

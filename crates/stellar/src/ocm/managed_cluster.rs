@@ -144,9 +144,11 @@ pub struct ManagedClusterStatus {
     /// Capacity represents the total resource capacity from all nodeStatuses
     /// on the managed cluster.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "resource_list")]
     pub capacity: BTreeMap<String, Quantity>,
     /// Allocatable represents the total allocatable resources on the managed cluster.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "resource_list")]
     pub allocatable: BTreeMap<String, Quantity>,
     /// Version represents the kubernetes version of the managed cluster.
     #[serde(default)]
@@ -159,6 +161,18 @@ pub struct ManagedClusterStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["clusterSet", "name"]))]
     pub managed_namespaces: Vec<ClusterSetManagedNamespaceConfig>,
+}
+
+// A map of quantities, as controller-gen writes `resource.Quantity`.
+fn resource_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+            "x-kubernetes-int-or-string": true,
+        },
+    })
 }
 
 /// ManagedClusterVersion represents version information about the managed cluster.

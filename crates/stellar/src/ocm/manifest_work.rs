@@ -250,7 +250,7 @@ pub struct UpdateStrategy {
     /// CreateOnly type means do not update resource based on current manifest.
     /// ServerSideApply type means to update resource using server side apply with work-controller as the field manager.
     /// ReadOnly type means the agent will only check the existence of the resource based on its metadata.
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type")]
     #[schemars(extend("default" = "Update"))]
     pub type_: UpdateStrategyType,
 
@@ -325,6 +325,7 @@ pub enum IgnoreFieldsCondition {
 pub struct ManifestWorkExecutor {
     /// Subject is the subject identity which the work agent uses to talk to the
     /// local cluster when applying the resources.
+    #[serde(default)]
     pub subject: ManifestWorkExecutorSubject,
 }
 

@@ -10,17 +10,25 @@ pub use applied_manifest_work::*;
 pub use managed_cluster::*;
 pub use manifest_work::*;
 
+use crate::schema::upstream_style;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 /// The hub CRDs an ITS needs: ManagedCluster and ManifestWork.
 pub fn hub_crds() -> Vec<CustomResourceDefinition> {
     vec![
-        kit::crdschema::crd::<ManagedCluster>(),
-        kit::crdschema::crd::<ManifestWork>(),
+        // Only a taint's `timeAdded` is `+nullable` upstream.
+        upstream_style(
+            kit::crdschema::crd::<ManagedCluster>(),
+            &[".spec.taints[].timeAdded"],
+        ),
+        upstream_style(kit::crdschema::crd::<ManifestWork>(), &[]),
     ]
 }
 
 /// The CRD a WEC needs: AppliedManifestWork.
 pub fn agent_crds() -> Vec<CustomResourceDefinition> {
-    vec![kit::crdschema::crd::<AppliedManifestWork>()]
+    vec![upstream_style(
+        kit::crdschema::crd::<AppliedManifestWork>(),
+        &[],
+    )]
 }
