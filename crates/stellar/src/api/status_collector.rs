@@ -19,6 +19,13 @@ use serde::{Deserialize, Serialize};
     doc = "StatusCollector defines one way to collect status about a given workload object from the set of WECs that it propagates to. This is modeled after an SQL SELECT statement that does aggregation."
 )]
 #[serde(rename_all = "camelCase")]
+// Structural rules upstream only reports in status.errors; rejected at admission here.
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.groupBy) || size(self.groupBy) == 0 || (has(self.combinedFields) && size(self.combinedFields) > 0)",
+     "message": "groupBy must be empty when combinedFields is"},
+    {"rule": "!(has(self.select) && size(self.select) > 0 && has(self.combinedFields) && size(self.combinedFields) > 0)",
+     "message": "select must be empty when combinedFields is not"},
+]))]
 pub struct StatusCollectorSpec {
     /// `filter`, if given, is applied first.
     /// It must evaluate to a boolean or null (which is treated as false).
@@ -44,6 +51,7 @@ pub struct StatusCollectorSpec {
 
     /// `limit` limits the number of rows returned (unlike upstream, it is honoured: rows past
     /// the limit are dropped, in a deterministic order).
+    #[schemars(range(min = 0))]
     pub limit: i64,
 }
 
@@ -67,6 +75,14 @@ pub struct NamedExpression {
 ///   evaluate to a numeric value; a string that parses as a number is used as that number,
 ///   anything else is skipped and reported in `aggregationErrors`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.type in ['COUNT', 'SUM', 'AVG', 'MIN', 'MAX']",
+     "message": "type must be one of COUNT, SUM, AVG, MIN, MAX"},
+    {"rule": "self.type != 'COUNT' || !has(self.subject)",
+     "message": "a COUNT has no subject"},
+    {"rule": "self.type == 'COUNT' || has(self.subject)",
+     "message": "SUM, AVG, MIN and MAX need a subject"},
+]))]
 pub struct NamedAggregator {
     /// Column name.
     pub name: String,

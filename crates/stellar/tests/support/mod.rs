@@ -1,0 +1,109 @@
+//! Test support: the shared WDS/ITS/WEC topology (`testenv::spaces`), started once per test
+//! binary and reused across binaries like the single plane, with stellar's CRDs installed
+//! where each space needs them.
+
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::Value;
+use testenv::spaces::{self, Topology};
+
+/// The WDS, the ITS and the WECs tests use.
+pub const WDS: &str = "wds1";
+/// The ITS.
+pub const ITS: &str = "its1";
+/// The WECs.
+pub const WECS: [&str; 2] = ["wec1", "wec2"];
+
+static UP: OnceLock<Result<(), String>> = OnceLock::new();
+
+/// Starts (or reuses) the topology and panics with the reason when it cannot.
+pub fn ensure_spaces() {
+    let r = UP.get_or_init(|| match spaces::up(&Topology::standard(WECS.len())) {
+        Ok(up) => {
+            if !up.reused {
+                eprintln!("stellar tests: started the spaces in {:.1?}", up.took);
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!("{e:#}")),
+    });
+    if let Err(e) = r {
+        panic!("the spaces are not available: {e}");
+    }
+}
+
+/// An admin client for `space`, with stellar's CRDs installed there.
+pub async fn client(space: &str) -> Client {
+    ensure_spaces();
+    let client = spaces::client(space).await.expect("space client");
+    let crds = match space {
+        WDS => stellar::api::control_crds(),
+        ITS => {
+            let mut c = stellar::ocm::hub_crds();
+            c.push(stellar::api::work_status_crd());
+            c
+        }
+        _ => stellar::ocm::agent_crds(),
+    };
+    for crd in crds {
+        testenv::install_crd(&client, crd)
+            .await
+            .expect("install CRD");
+    }
+    client
+}
+
+/// A dynamic API for `group/version` `kind` (`plural`), cluster-scoped or in `namespace`.
+pub fn dynamic(
+    client: &Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// Creates `obj` (a full manifest) as `kubectl create` does (strict field validation): the
+/// stored object or the API server's message.
+pub async fn create(client: &Client, obj: Value) -> Result<Value, String> {
+    let api_version = obj["apiVersion"].as_str().expect("apiVersion");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = obj["kind"].as_str().expect("kind");
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    let path = match obj["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{prefix}/namespaces/{ns}/{}", ar.plural),
+        None => format!("{prefix}/{}", ar.plural),
+    };
+    let req = http::Request::post(format!("{path}?fieldValidation=Strict"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&obj).expect("json"))
+        .expect("request");
+    client.request::<Value>(req).await.map_err(|e| match e {
+        kube::Error::Api(s) => s.message,
+        other => panic!("unexpected error: {other}"),
+    })
+}
+
+/// A name unique to this test run.
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{prefix}-{:x}{:x}", std::process::id(), nanos)
+}
