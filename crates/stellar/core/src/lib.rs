@@ -2,4 +2,5 @@
 //! function of its arguments, tested by tables beside it.
 
 pub mod matching;
+pub mod resolve;
 pub mod selector;
