@@ -11,6 +11,7 @@
 //!   `stellar-core` crate, which has no Kubernetes client.
 
 pub mod api;
+pub mod binding;
 pub mod names;
 pub mod ocm;
 mod schema;

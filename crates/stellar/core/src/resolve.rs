@@ -158,6 +158,46 @@ pub fn binding_spec(res: &Resolution) -> Value {
     Value::Object(spec)
 }
 
+/// The error upstream reports on a policy when an object it selects requests singleton status
+/// return but does not have exactly one qualified WEC: the union of the destinations of every
+/// policy (in `all`) that requests singleton return for that object. At most four examples.
+pub fn singleton_error(policy: &str, all: &BTreeMap<String, Resolution>) -> Option<String> {
+    let own = all.get(policy)?;
+    let mut examples = Vec::new();
+    for (r, (_, m)) in &own.objects {
+        if !m.want_singleton_reported_state {
+            continue;
+        }
+        let qualified: BTreeSet<&String> = all
+            .values()
+            .filter(|res| {
+                res.objects
+                    .get(r)
+                    .is_some_and(|(_, m)| m.want_singleton_reported_state)
+            })
+            .flat_map(|res| res.destinations.iter())
+            .collect();
+        if qualified.len() != 1 {
+            examples.push(format!(
+                "{}/{} {}/{}: {} WECs",
+                r.group,
+                r.resource,
+                r.namespace,
+                r.name,
+                qualified.len()
+            ));
+        }
+    }
+    if examples.is_empty() {
+        return None;
+    }
+    examples.truncate(4);
+    Some(format!(
+        "Singleton reported status return is requested but some objects have the wrong number of associated WECs, for example: [{}]",
+        examples.join(", ")
+    ))
+}
+
 /// Groups whose resources are never watched (upstream's exclusions): KubeStellar's own
 /// objects are never downsynced, and API-machinery bookkeeping never is either.
 pub const EXCLUDED_GROUPS: [&str; 5] = [

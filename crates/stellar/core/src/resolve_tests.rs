@@ -178,3 +178,42 @@ fn upstreams_exclusions_are_not_watched() {
         &only_apps
     ));
 }
+
+#[test]
+fn singleton_return_counts_only_qualified_wecs() {
+    let web = obj("apps", "deployments", "n", "web");
+    let single = |dests: &[&str], singleton: bool| Resolution {
+        destinations: dests.iter().map(|d| d.to_string()).collect(),
+        objects: [(
+            web.clone(),
+            (
+                "1".to_string(),
+                Modulation {
+                    want_singleton_reported_state: singleton,
+                    ..Default::default()
+                },
+            ),
+        )]
+        .into(),
+    };
+    // One policy sends it to two WECs without singleton, another to one WEC with singleton:
+    // one qualified WEC, no error (issue #3478).
+    let mut all: BTreeMap<String, Resolution> = BTreeMap::new();
+    all.insert("wide".into(), single(&["cluster1", "cluster2"], false));
+    all.insert("one".into(), single(&["cluster1"], true));
+    assert_eq!(singleton_error("one", &all), None);
+    assert_eq!(singleton_error("wide", &all), None);
+    // Singleton to two WECs: an error naming the object.
+    all.insert("two".into(), single(&["cluster1", "cluster2"], true));
+    let e = singleton_error("two", &all).expect("error");
+    assert!(e.contains("apps/deployments n/web: 2 WECs"), "{e}");
+    // No WEC at all is wrong too.
+    let mut none = BTreeMap::new();
+    none.insert("p".to_string(), single(&[], true));
+    assert!(
+        singleton_error("p", &none)
+            .expect("error")
+            .contains(": 0 WECs")
+    );
+    assert_eq!(singleton_error("missing", &none), None);
+}

@@ -107,3 +107,55 @@ pub fn unique(prefix: &str) -> String {
         .unwrap_or_default();
     format!("{prefix}-{:x}{:x}", std::process::id(), nanos)
 }
+
+static CONTROLLERS: OnceLock<()> = OnceLock::new();
+
+/// Starts stellar's WDS-side controllers once per test binary, on a runtime of their own (so
+/// they outlive each test's runtime).
+pub fn start_controllers() {
+    CONTROLLERS.get_or_init(|| {
+        // The controllers' logs on stderr (shown for failing tests), filtered by RUST_LOG.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        ensure_spaces();
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                let wds = client(WDS).await;
+                let its = client(ITS).await;
+                if let Err(e) =
+                    stellar::binding::run(wds, its, stellar::binding::Options::default()).await
+                {
+                    panic!("binding controller stopped: {e:#}");
+                }
+            });
+        });
+    });
+}
+
+/// Polls `f` until it returns `Some`, or panics after `secs` seconds saying what it waited for.
+pub async fn until<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut delay = std::time::Duration::from_millis(50);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        tokio::time::sleep(delay).await; // polling a condition with a deadline
+        delay = (delay * 2).min(std::time::Duration::from_millis(500));
+    }
+}
