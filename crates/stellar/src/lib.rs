@@ -12,9 +12,11 @@
 
 pub mod api;
 pub mod binding;
+pub mod hub;
 pub mod names;
 pub mod ocm;
 mod schema;
+pub mod transport;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 

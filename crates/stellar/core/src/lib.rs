@@ -4,3 +4,4 @@
 pub mod matching;
 pub mod resolve;
 pub mod selector;
+pub mod transport;

@@ -110,7 +110,7 @@ pub fn unique(prefix: &str) -> String {
 
 static CONTROLLERS: OnceLock<()> = OnceLock::new();
 
-/// Starts stellar's WDS-side controllers once per test binary, on a runtime of their own (so
+/// Starts stellar's WDS-side controllers (binding, transport) and the hub duties once per test binary, on a runtime of their own (so
 /// they outlive each test's runtime).
 pub fn start_controllers() {
     CONTROLLERS.get_or_init(|| {
@@ -129,6 +129,19 @@ pub fn start_controllers() {
             rt.block_on(async {
                 let wds = client(WDS).await;
                 let its = client(ITS).await;
+                tokio::spawn(stellar::hub::run(its.clone()));
+                let transport = stellar::transport::run(
+                    wds.clone(),
+                    its.clone(),
+                    stellar::transport::Options {
+                        wds_name: WDS.to_owned(),
+                    },
+                );
+                tokio::spawn(async move {
+                    if let Err(e) = transport.await {
+                        panic!("transport stopped: {e:#}");
+                    }
+                });
                 if let Err(e) =
                     stellar::binding::run(wds, its, stellar::binding::Options::default()).await
                 {
