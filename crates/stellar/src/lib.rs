@@ -10,12 +10,14 @@
 //! - The pure decisions (selection, resolution, transforms, status) live in the
 //!   `stellar-core` crate, which has no Kubernetes client.
 
+pub mod agent;
 pub mod api;
 pub mod binding;
 pub mod hub;
 pub mod names;
 pub mod ocm;
 mod schema;
+pub mod status;
 pub mod transport;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -110,7 +110,7 @@ pub fn unique(prefix: &str) -> String {
 
 static CONTROLLERS: OnceLock<()> = OnceLock::new();
 
-/// Starts stellar's WDS-side controllers (binding, transport) and the hub duties once per test binary, on a runtime of their own (so
+/// Starts stellar's WDS-side controllers (binding, transport, status) and the hub duties once per test binary, on a runtime of their own (so
 /// they outlive each test's runtime).
 pub fn start_controllers() {
     CONTROLLERS.get_or_init(|| {
@@ -142,6 +142,18 @@ pub fn start_controllers() {
                         panic!("transport stopped: {e:#}");
                     }
                 });
+                let status = stellar::status::run(
+                    wds.clone(),
+                    its.clone(),
+                    stellar::status::Options {
+                        wds_name: WDS.to_owned(),
+                    },
+                );
+                tokio::spawn(async move {
+                    if let Err(e) = status.await {
+                        panic!("status controller stopped: {e:#}");
+                    }
+                });
                 if let Err(e) =
                     stellar::binding::run(wds, its, stellar::binding::Options::default()).await
                 {
@@ -171,4 +183,58 @@ where
         tokio::time::sleep(delay).await; // polling a condition with a deadline
         delay = (delay * 2).min(std::time::Duration::from_millis(500));
     }
+}
+
+static AGENTS: OnceLock<()> = OnceLock::new();
+
+/// Registers [`WECS`] in the ITS inventory (ManagedClusters labelled
+/// `location-group=edge`, `name=<wec>`) and starts a work agent (with its status add-on) for
+/// each, once per test binary, on a runtime of their own.
+pub fn start_agents() {
+    AGENTS.get_or_init(|| {
+        ensure_spaces();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                let its = client(ITS).await;
+                let kc = kube::config::Kubeconfig::read_from(spaces::kubeconfig(ITS))
+                    .expect("ITS kubeconfig");
+                let url = kc.clusters[0]
+                    .cluster
+                    .as_ref()
+                    .and_then(|c| c.server.clone())
+                    .expect("ITS server");
+                for wec in WECS {
+                    let mc = serde_json::json!({
+                        "apiVersion": "cluster.open-cluster-management.io/v1",
+                        "kind": "ManagedCluster",
+                        "metadata": {"name": wec, "labels": {"location-group": "edge", "name": wec}},
+                        "spec": {"hubAcceptsClient": true}});
+                    if let Err(e) = create(&its, mc).await {
+                        assert!(e.contains("already exists"), "register {wec}: {e}");
+                    }
+                    let wec_client = client(wec).await;
+                    let opts = stellar::agent::Options {
+                        cluster_name: wec.to_owned(),
+                        hub_hash: stellar::agent::hub_hash(&url),
+                        agent_id: format!("{wec}-agent"),
+                    };
+                    let its = its.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = stellar::agent::run(its, wec_client, opts).await {
+                            panic!("agent stopped: {e:#}");
+                        }
+                    });
+                }
+                tx.send(()).expect("started");
+                std::future::pending::<()>().await;
+            });
+        });
+        rx.recv().expect("agents started");
+    });
 }

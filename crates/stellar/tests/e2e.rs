@@ -1,0 +1,269 @@
+//! End to end over real separate planes (WDS, ITS, two WECs with kube-controller-manager,
+//! scheduler and kwok): a Deployment selected by a BindingPolicy runs on both WECs, its real
+//! status comes back into the WDS (multi-WEC, then singleton when one WEC is left), the
+//! ITS carries ManifestWorks, WorkStatuses and the agents' reports, and deleting the policy
+//! cleans every WEC and mailbox and clears the returned status.
+
+mod support;
+
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use stellar::api::WorkStatus;
+use stellar::ocm::{AppliedManifestWork, ManifestWork};
+use support::{ITS, WDS, WECS, create, unique, until};
+
+async fn wec_deployment(wec: &str, ns: &str) -> Option<Value> {
+    let c = support::client(wec).await;
+    support::dynamic(&c, "apps", "v1", "Deployment", Some(ns))
+        .get_opt("web")
+        .await
+        .expect("get")
+        .map(|d| serde_json::to_value(d).expect("json"))
+}
+
+#[tokio::test]
+async fn a_deployment_runs_on_both_wecs_and_its_status_comes_back() {
+    support::start_controllers();
+    support::start_agents();
+    let wds = support::client(WDS).await;
+    let its = support::client(ITS).await;
+    let id = unique("e2e");
+
+    create(
+        &wds,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": id}}),
+    )
+    .await
+    .expect("ns");
+    create(
+        &wds,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": id, "labels": {"app.kubernetes.io/name": id}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+    )
+    .await
+    .expect("deployment");
+    create(
+        &wds,
+        json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "BindingPolicy",
+        "metadata": {"name": id},
+        "spec": {"clusterSelectors": [{"matchLabels": {"location-group": "edge"}}],
+                 "downsync": [{"apiGroup": "", "resources": ["namespaces"], "objectNames": [id]},
+                              {"objectSelectors": [{"matchLabels": {"app.kubernetes.io/name": id}}],
+                               "wantMultiWECReportedState": true}]}}),
+    )
+    .await
+    .expect("policy");
+
+    // Delivered to both WECs, where kube-controller-manager and kwok run it for real.
+    for wec in WECS {
+        until(
+            &format!("the Deployment available on {wec}"),
+            120,
+            || async {
+                let d = wec_deployment(wec, &id).await?;
+                (d["status"]["availableReplicas"] == json!(2)).then_some(())
+            },
+        )
+        .await;
+    }
+    // The ITS: one ManifestWork per object per WEC, Applied by the agent; WorkStatuses with
+    // upstream's shape; the WECs: AppliedManifestWorks owning what they applied.
+    let mws = Api::<ManifestWork>::all(its.clone())
+        .list(&ListParams::default().labels(&format!(
+            "transport.kubestellar.io/originOwnerReferenceBindingKey={id}"
+        )))
+        .await
+        .expect("mws")
+        .items;
+    assert_eq!(mws.len(), 4, "namespace and Deployment for each WEC");
+    let wss = until(
+        "WorkStatuses of the Deployment in both mailboxes",
+        60,
+        || async {
+            let wss: Vec<WorkStatus> = Api::<WorkStatus>::all(its.clone())
+                .list(&ListParams::default())
+                .await
+                .expect("ws")
+                .items
+                .into_iter()
+                .filter(|w| {
+                    w.spec.spec.source_ref.namespace == id && w.spec.spec.source_ref.name == "web"
+                })
+                .collect();
+            let ready = wss.len() == 2
+                && wss.iter().all(|w| {
+                    w.status
+                        .as_ref()
+                        .is_some_and(|s| s.0["availableReplicas"] == json!(2))
+                });
+            ready.then_some(wss)
+        },
+    )
+    .await;
+    for ws in &wss {
+        assert_eq!(
+            ws.labels()
+                .get("transport.kubestellar.io/originWdsName")
+                .map(String::as_str),
+            Some(WDS)
+        );
+        let owner = &ws.owner_references()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("ManifestWork", Some(true))
+        );
+        assert!(
+            ws.name_any()
+                .ends_with(&format!("-appsv1-deployment-{id}-web")),
+            "{}",
+            ws.name_any()
+        );
+        assert_eq!(ws.spec.spec.source_ref.kind, "Deployment");
+    }
+    until("the ManifestWorks Applied", 60, || async {
+        let mws = Api::<ManifestWork>::all(its.clone())
+            .list(&ListParams::default().labels(&format!(
+                "transport.kubestellar.io/originOwnerReferenceBindingKey={id}"
+            )))
+            .await
+            .expect("mws")
+            .items;
+        mws.iter()
+            .all(|m| {
+                m.finalizers().contains(
+                    &"cluster.open-cluster-management.io/manifest-work-cleanup".to_string(),
+                ) && m.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Applied" && c.status == "True")
+                })
+            })
+            .then_some(())
+    })
+    .await;
+    let wec1 = support::client(WECS[0]).await;
+    let amws = Api::<AppliedManifestWork>::all(wec1.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("amws")
+        .items;
+    let dep_mw = mws
+        .iter()
+        .find(|m| {
+            m.namespace().as_deref() == Some(WECS[0])
+                && m.spec.workload.manifests[0]["kind"] == "Deployment"
+        })
+        .expect("mw");
+    let amw = amws
+        .iter()
+        .find(|a| a.spec.manifest_work_name == dep_mw.name_any())
+        .expect("AppliedManifestWork");
+    let dep = wec_deployment(WECS[0], &id).await.expect("deployment");
+    assert_eq!(
+        dep["metadata"]["ownerReferences"][0]["uid"],
+        json!(amw.uid().expect("uid"))
+    );
+
+    // Multi-WEC status back in the WDS.
+    let deps = support::dynamic(&wds, "apps", "v1", "Deployment", Some(&id));
+    until("the combined status in the WDS", 60, || async {
+        let d = deps.get("web").await.expect("get");
+        (d.data["status"]["availableReplicas"] == json!(2)
+            && d.labels()
+                .get("managed-by.kubestellar.io/multiwecstatus")
+                .map(String::as_str)
+                == Some("true"))
+        .then_some(())
+    })
+    .await;
+
+    // A WDS change reaches both WECs.
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .expect("scale");
+    for wec in WECS {
+        until(&format!("3 replicas available on {wec}"), 120, || async {
+            let d = wec_deployment(wec, &id).await?;
+            (d["status"]["availableReplicas"] == json!(3)).then_some(())
+        })
+        .await;
+    }
+
+    // One WEC left: it leaves wec2, and its status returns as a singleton.
+    let policies = support::dynamic(
+        &wds,
+        "control.kubestellar.io",
+        "v1alpha1",
+        "BindingPolicy",
+        None,
+    );
+    policies
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"clusterSelectors": [{"matchLabels": {"name": WECS[0]}}]}}),
+            ),
+        )
+        .await
+        .expect("retarget");
+    until("the Deployment to leave wec2", 60, || async {
+        wec_deployment(WECS[1], &id).await.is_none().then_some(())
+    })
+    .await;
+    until("the singleton status in the WDS", 60, || async {
+        let d = deps.get("web").await.expect("get");
+        (d.data["status"]["availableReplicas"] == json!(3)
+            && d.labels()
+                .get("managed-by.kubestellar.io/singletonstatus")
+                .map(String::as_str)
+                == Some("true")
+            && !d
+                .labels()
+                .contains_key("managed-by.kubestellar.io/multiwecstatus"))
+        .then_some(())
+    })
+    .await;
+
+    // The policy goes: the WEC copy, the mailboxes and the returned status go too.
+    policies
+        .delete(&id, &DeleteParams::default())
+        .await
+        .expect("delete policy");
+    until("the Deployment to leave wec1", 60, || async {
+        wec_deployment(WECS[0], &id).await.is_none().then_some(())
+    })
+    .await;
+    until("the mailboxes to empty", 60, || async {
+        let left = Api::<ManifestWork>::all(its.clone())
+            .list(&ListParams::default().labels(&format!(
+                "transport.kubestellar.io/originOwnerReferenceBindingKey={id}"
+            )))
+            .await
+            .expect("mws")
+            .items;
+        left.is_empty().then_some(())
+    })
+    .await;
+    until("the returned status cleared", 60, || async {
+        let d = deps.get("web").await.expect("get");
+        (d.data["status"] == json!({})
+            && !d
+                .labels()
+                .contains_key("managed-by.kubestellar.io/singletonstatus"))
+        .then_some(())
+    })
+    .await;
+    support::dynamic(&wds, "", "v1", "Namespace", None)
+        .delete(&id, &DeleteParams::default())
+        .await
+        .expect("ns");
+}
