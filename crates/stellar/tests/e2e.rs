@@ -46,6 +46,13 @@ async fn a_deployment_runs_on_both_wecs_and_its_status_comes_back() {
     )
     .await
     .expect("deployment");
+    create(&wds, json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "StatusCollector",
+        "metadata": {"name": format!("{id}-sum")},
+        "spec": {"filter": "returned.status != null",
+                 "combinedFields": [{"name": "wecs", "type": "COUNT"},
+                                    {"name": "available", "type": "SUM", "subject": "returned.status.availableReplicas"}],
+                 "limit": 10}}))
+        .await.expect("status collector");
     create(
         &wds,
         json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "BindingPolicy",
@@ -53,7 +60,8 @@ async fn a_deployment_runs_on_both_wecs_and_its_status_comes_back() {
         "spec": {"clusterSelectors": [{"matchLabels": {"location-group": "edge"}}],
                  "downsync": [{"apiGroup": "", "resources": ["namespaces"], "objectNames": [id]},
                               {"objectSelectors": [{"matchLabels": {"app.kubernetes.io/name": id}}],
-                               "wantMultiWECReportedState": true}]}}),
+                               "wantMultiWECReportedState": true,
+                               "statusCollectors": [format!("{id}-sum"), format!("{id}-missing")]}]}}),
     )
     .await
     .expect("policy");
@@ -181,6 +189,67 @@ async fn a_deployment_runs_on_both_wecs_and_its_status_comes_back() {
     })
     .await;
 
+    // CombinedStatus from the StatusCollector; the missing one is reported on the Binding.
+    let dep_uid = deps.get("web").await.expect("get").uid().expect("uid");
+    let policy_uid = support::dynamic(
+        &wds,
+        "control.kubestellar.io",
+        "v1alpha1",
+        "BindingPolicy",
+        None,
+    )
+    .get(&id)
+    .await
+    .expect("policy")
+    .uid()
+    .expect("uid");
+    let css = support::dynamic(
+        &wds,
+        "control.kubestellar.io",
+        "v1alpha1",
+        "CombinedStatus",
+        Some(&id),
+    );
+    let cs_name = format!("{dep_uid}.{policy_uid}");
+    let combined = |wecs: &'static str, available: &'static str| {
+        let css = css.clone();
+        let cs_name = cs_name.clone();
+        async move {
+            let cs = css.get_opt(&cs_name).await.expect("get")?;
+            let cols = &cs.data["results"][0]["rows"][0]["columns"];
+            (cols[0]["float"] == json!(wecs) && cols[1]["float"] == json!(available)).then_some(cs)
+        }
+    };
+    let cs = until("the CombinedStatus over both WECs", 60, || {
+        combined("2", "4")
+    })
+    .await;
+    assert_eq!(
+        cs.data["results"][0]["columnNames"],
+        json!(["wecs", "available"])
+    );
+    assert_eq!(
+        cs.labels().get("status.kubestellar.io/binding-policy"),
+        Some(&id)
+    );
+    assert_eq!(cs.owner_references()[0].uid, dep_uid);
+    until("the missing StatusCollector reported", 30, || async {
+        let b = Api::<stellar::api::Binding>::all(wds.clone())
+            .get(&id)
+            .await
+            .expect("binding");
+        b.status?
+            .conditions
+            .iter()
+            .find(|c| {
+                c.type_ == "StatusCollectorsAvailable"
+                    && c.status == "False"
+                    && c.message == format!("Missing StatusCollector(s) [{id}-missing]")
+            })
+            .map(|_| ())
+    })
+    .await;
+
     // A WDS change reaches both WECs.
     deps.patch(
         "web",
@@ -233,7 +302,10 @@ async fn a_deployment_runs_on_both_wecs_and_its_status_comes_back() {
     })
     .await;
 
-    // The policy goes: the WEC copy, the mailboxes and the returned status go too.
+    until("the CombinedStatus over one WEC", 60, || combined("1", "3")).await;
+
+    // The policy goes: the WEC copy, the mailboxes, the CombinedStatus and the returned
+    // status go too.
     policies
         .delete(&id, &DeleteParams::default())
         .await
@@ -262,6 +334,24 @@ async fn a_deployment_runs_on_both_wecs_and_its_status_comes_back() {
         .then_some(())
     })
     .await;
+    until("the CombinedStatus to go", 60, || async {
+        css.get_opt(&cs_name)
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    support::dynamic(
+        &wds,
+        "control.kubestellar.io",
+        "v1alpha1",
+        "StatusCollector",
+        None,
+    )
+    .delete(&format!("{id}-sum"), &DeleteParams::default())
+    .await
+    .expect("collector");
     support::dynamic(&wds, "", "v1", "Namespace", None)
         .delete(&id, &DeleteParams::default())
         .await

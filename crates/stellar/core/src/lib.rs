@@ -2,6 +2,7 @@
 //! function of its arguments, tested by tables beside it.
 
 pub mod agent;
+pub mod combined;
 pub mod matching;
 pub mod resolve;
 pub mod selector;

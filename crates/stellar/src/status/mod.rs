@@ -15,7 +15,15 @@
 //! - Clear: `.status: {}` and both labels removed, only for objects carrying one of the labels
 //!   (objects this controller returned status to), including objects no Binding lists any
 //!   more (remembered in memory; see docs/stellar.md). Namespaces and CRDs are never written.
+//! - CombinedStatus (see [`combined`]): one per (object, BindingPolicy) whose merged
+//!   `statusCollectors` is not empty, named `<object UID>.<policy UID>`, in the object's
+//!   namespace (`kubestellar-report` for cluster-scoped objects), with upstream's five labels
+//!   and an owner reference to the object; `results` for every existing, valid collector in
+//!   name order. StatusCollector status (`observedGeneration`, `errors`) and the Binding's
+//!   `StatusCollectorsAvailable` condition are maintained.
 //! - Every write happens only when the stored value differs.
+
+mod combined;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -30,7 +38,7 @@ use stellar_core::status::{Plan, aggregate, plan};
 use tokio::sync::Notify;
 
 use crate::agent::drive;
-use crate::api::{Binding, WorkStatus};
+use crate::api::{Binding, CombinedStatus, StatusCollector, WorkStatus};
 use crate::names;
 
 /// How the status controller runs.
@@ -48,7 +56,16 @@ pub struct StatusError {
     source: kube::Error,
 }
 
-type Key = (String, String, String, String, String); // group, version, resource, ns, name
+impl StatusError {
+    fn new(what: impl Into<String>, source: kube::Error) -> Self {
+        Self {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+pub(crate) type Key = (String, String, String, String, String); // group, version, resource, ns, name
 
 // (group, resource, namespace, name) → (WEC, reported status) of each WorkStatus.
 type Reported = BTreeMap<(String, String, String, String), Vec<(String, Option<Value>)>>;
@@ -81,15 +98,46 @@ pub async fn run(wds: Client, its: Client, opts: Options) -> anyhow::Result<()> 
         ),
         wake.clone(),
     ));
+    let (collectors, w) = reflector::store::<StatusCollector>();
+    tasks.spawn(drive(
+        reflector(
+            w,
+            watcher(Api::all(wds.clone()), watcher::Config::default()),
+        ),
+        wake.clone(),
+    ));
+    let (combined, w) = reflector::store::<CombinedStatus>();
+    tasks.spawn(drive(
+        reflector(
+            w,
+            watcher(Api::all(wds.clone()), watcher::Config::default()),
+        ),
+        wake.clone(),
+    ));
     bindings.wait_until_ready().await?;
     statuses.wait_until_ready().await?;
+    collectors.wait_until_ready().await?;
+    combined.wait_until_ready().await?;
+    let mut delay = Duration::from_millis(200);
+    while let Err(e) = crate::hub::ensure_namespace(&wds, names::REPORT_NAMESPACE).await {
+        tracing::warn!(error = %e, "creating the kubestellar-report namespace; retrying");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(10));
+    }
+    let stores = combined::Stores {
+        bindings: bindings.clone(),
+        statuses: statuses.clone(),
+        collectors,
+        combined,
+    };
     let mut backoff = Duration::from_millis(100);
     let mut returned = BTreeSet::new();
     wake.notify_one();
     loop {
         wake.notified().await;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let errors = pass(&wds, &opts, &bindings, &statuses, &mut returned).await;
+        let mut errors = pass(&wds, &opts, &bindings, &statuses, &mut returned).await;
+        errors.extend(combined::pass(&wds, &opts, &stores).await);
         if errors.is_empty() {
             backoff = Duration::from_millis(100);
         } else {
@@ -155,7 +203,7 @@ fn wants(bindings: &Store<Binding>) -> BTreeMap<Key, Wants> {
     out
 }
 
-fn api_for(wds: &Client, k: &Key) -> Api<DynamicObject> {
+pub(crate) fn api_for(wds: &Client, k: &Key) -> Api<DynamicObject> {
     let ar = ApiResource {
         group: k.0.clone(),
         version: k.1.clone(),
