@@ -16,6 +16,7 @@ pub mod binding;
 pub mod hub;
 pub mod names;
 pub mod ocm;
+pub mod run;
 mod schema;
 pub mod status;
 pub mod transport;

@@ -10,7 +10,8 @@
 //!   replicas/updatedReplicas/readyReplicas/availableReplicas/observedGeneration, maximum of
 //!   unavailableReplicas, the first Progressing condition), ReplicaSet (minimum of the
 //!   counters, the first ReplicaFailure condition), DaemonSet (minimum of the counters,
-//!   maximum of numberMisscheduled); other kinds: none.
+//!   maximum of numberMisscheduled); other kinds: none. Zero counters and empty conditions
+//!   are omitted, as the API server stores them.
 
 use std::collections::BTreeSet;
 
@@ -119,6 +120,9 @@ pub fn aggregate(group: &str, kind: &str, statuses: &[Value]) -> Option<Value> {
     if !conds.is_empty() {
         out.insert("conditions".into(), first_condition(statuses, conds));
     }
+    // As the API server stores it (Go's omitempty): no zero counters, no empty conditions;
+    // otherwise every pass would see a difference and rewrite.
+    out.retain(|_, v| !(v == &json!(0) || v == &json!([])));
     Some(Value::Object(out))
 }
 
