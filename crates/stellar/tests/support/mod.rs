@@ -202,28 +202,10 @@ pub fn start_agents() {
                 .expect("runtime");
             rt.block_on(async {
                 let its = client(ITS).await;
-                let kc = kube::config::Kubeconfig::read_from(spaces::kubeconfig(ITS))
-                    .expect("ITS kubeconfig");
-                let url = kc.clusters[0]
-                    .cluster
-                    .as_ref()
-                    .and_then(|c| c.server.clone())
-                    .expect("ITS server");
                 for wec in WECS {
-                    let mc = serde_json::json!({
-                        "apiVersion": "cluster.open-cluster-management.io/v1",
-                        "kind": "ManagedCluster",
-                        "metadata": {"name": wec, "labels": {"location-group": "edge", "name": wec}},
-                        "spec": {"hubAcceptsClient": true}});
-                    if let Err(e) = create(&its, mc).await {
-                        assert!(e.contains("already exists"), "register {wec}: {e}");
-                    }
+                    register(&its, wec).await;
                     let wec_client = client(wec).await;
-                    let opts = stellar::agent::Options {
-                        cluster_name: wec.to_owned(),
-                        hub_hash: stellar::agent::hub_hash(&url),
-                        agent_id: format!("{wec}-agent"),
-                    };
+                    let opts = agent_options(wec);
                     let its = its.clone();
                     tokio::spawn(async move {
                         if let Err(e) = stellar::agent::run(its, wec_client, opts).await {
@@ -237,4 +219,32 @@ pub fn start_agents() {
         });
         rx.recv().expect("agents started");
     });
+}
+
+/// Registers `wec` in the ITS inventory (labels `location-group=edge`, `name=<wec>`), if it
+/// is not yet.
+pub async fn register(its: &Client, wec: &str) {
+    let mc = serde_json::json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1",
+        "kind": "ManagedCluster",
+        "metadata": {"name": wec, "labels": {"location-group": "edge", "name": wec}},
+        "spec": {"hubAcceptsClient": true}});
+    if let Err(e) = create(its, mc).await {
+        assert!(e.contains("already exists"), "register {wec}: {e}");
+    }
+}
+
+/// The agent options of `wec` (its hub hash from the ITS URL).
+pub fn agent_options(wec: &str) -> stellar::agent::Options {
+    let kc = kube::config::Kubeconfig::read_from(spaces::kubeconfig(ITS)).expect("ITS kubeconfig");
+    let url = kc.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|c| c.server.clone())
+        .expect("ITS server");
+    stellar::agent::Options {
+        cluster_name: wec.to_owned(),
+        hub_hash: stellar::agent::hub_hash(&url),
+        agent_id: format!("{wec}-agent"),
+    }
 }
