@@ -57,7 +57,7 @@ async fn a_deployment_runs_on_both_wecs_and_its_status_comes_back() {
         &wds,
         json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "BindingPolicy",
         "metadata": {"name": id},
-        "spec": {"clusterSelectors": [{"matchLabels": {"location-group": "edge"}}],
+        "spec": {"clusterSelectors": [{"matchLabels": {"location-group": "edge"}, "matchExpressions": [{"key": "name", "operator": "In", "values": WECS}]}],
                  "downsync": [{"apiGroup": "", "resources": ["namespaces"], "objectNames": [id]},
                               {"objectSelectors": [{"matchLabels": {"app.kubernetes.io/name": id}}],
                                "wantMultiWECReportedState": true,
