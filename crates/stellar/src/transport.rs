@@ -13,6 +13,7 @@
 //!   built-in transforms, then every CustomTransform of its group/resource, then (when the
 //!   object asks) per-WEC template expansion with the WEC's properties. CreateOnly objects get
 //!   a `CreateOnly` manifest config.
+//! - Writes and deletes of one Binding's ManifestWorks run up to 8 at once.
 //! - A template error for one destination is recorded in the Binding's `status.errors` and
 //!   leaves that destination's existing ManifestWork as it is (the previous copy stays on the
 //!   WEC, as upstream documents; upstream's code deleted it). A failing destination (e.g. no
@@ -108,6 +109,9 @@ struct Cached {
     uid: String,
     obj: Value,
 }
+
+/// ManifestWork writes made at once.
+const CONCURRENCY: usize = 8;
 
 /// Quiet time after an event before a pass.
 const DEBOUNCE: Duration = Duration::from_millis(50);
@@ -432,6 +436,7 @@ async fn sync_binding(
         .collect();
     let mut keep: BTreeSet<(String, String)> = BTreeSet::new();
     let mut binding_errors = Vec::new();
+    let mut writes = Vec::new();
     for it in items(b) {
         let Cached {
             uid: obj_uid, obj, ..
@@ -475,25 +480,46 @@ async fn sync_binding(
             };
             let spec = t::manifest_work_spec(&content, group, resource, it.create_only);
             let hash = t::content_hash(&spec);
-            let current = existing.get(&key);
-            if current.is_some_and(|mw| mw.annotations().get(HASH_ANNOTATION) == Some(&hash)) {
+            let current = existing.get(&key).cloned();
+            if current
+                .as_ref()
+                .is_some_and(|mw| mw.annotations().get(HASH_ANNOTATION) == Some(&hash))
+            {
                 continue;
             }
-            if let Err(e) =
-                write_work(ctx, &name, generation, wec, &mw_name, spec, &hash, current).await
-            {
-                errors.push(e);
-            }
+            writes.push((wec.clone(), mw_name.clone(), spec, hash, current));
         }
     }
-    for (key, mw) in &existing {
-        if !keep.contains(key)
-            && mw.meta().deletion_timestamp.is_none()
-            && let Err(e) = delete_work(ctx, mw).await
-        {
-            errors.push(e);
-        }
-    }
+    let name_ref = &name;
+    let written: Vec<Result<(), TransportError>> = futures::stream::iter(writes)
+        .map(|(wec, mw_name, spec, hash, current)| async move {
+            write_work(
+                ctx,
+                name_ref,
+                generation,
+                &wec,
+                &mw_name,
+                spec,
+                &hash,
+                current.as_ref(),
+            )
+            .await
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    errors.extend(written.into_iter().filter_map(Result::err));
+    let stale: Vec<Arc<ManifestWork>> = existing
+        .iter()
+        .filter(|(key, mw)| !keep.contains(*key) && mw.meta().deletion_timestamp.is_none())
+        .map(|(_, mw)| mw.clone())
+        .collect();
+    let deleted: Vec<Result<(), TransportError>> = futures::stream::iter(stale)
+        .map(|mw| async move { delete_work(ctx, &mw).await })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    errors.extend(deleted.into_iter().filter_map(Result::err));
     let status = b.status.clone().unwrap_or_default();
     if status.errors != binding_errors || status.observed_generation != generation {
         bindings

@@ -2,8 +2,9 @@
 //! namespace on the ITS to the WEC, and (in [`status`]) the status add-on's WorkStatus
 //! reports back to the ITS.
 //!
-//! Contract (one debounced, level-triggered pass over the mailbox; also every
-//! [`RESYNC`], which repairs drift on the WEC):
+//! Contract (one debounced, level-triggered pass over the mailbox, applying up to 8
+//! ManifestWorks at once; between resyncs only ManifestWorks whose generation was not yet
+//! applied; every [`RESYNC`] all of them, which repairs drift on the WEC):
 //! - A live ManifestWork gets the finalizer
 //!   `cluster.open-cluster-management.io/manifest-work-cleanup`, and an AppliedManifestWork
 //!   `<hub hash>-<ManifestWork name>` on the WEC (spec `hubHash`, `agentID`,
@@ -27,6 +28,7 @@
 pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -112,6 +114,10 @@ struct Ctx {
     works: Store<ManifestWork>,
     applied: Store<AppliedManifestWork>,
     kinds: Mutex<HashMap<(String, String, String), Kind>>,
+    // ManifestWork name → generation last applied without error.
+    done: Mutex<HashMap<String, i64>>,
+    // Set by the resync tick: the next pass re-applies everything.
+    resync: AtomicBool,
 }
 
 /// Runs the work agent and the status add-on until dropped.
@@ -141,6 +147,8 @@ pub async fn run(its: Client, wec: Client, opts: Options) -> anyhow::Result<()> 
         works: works.clone(),
         applied: applied.clone(),
         kinds: Mutex::default(),
+        done: Mutex::default(),
+        resync: AtomicBool::new(true),
     });
     tasks.spawn(async move {
         if let Err(e) = status::run(its, wec, opts).await {
@@ -148,10 +156,12 @@ pub async fn run(its: Client, wec: Client, opts: Options) -> anyhow::Result<()> 
         }
     });
     let tick = wake.clone();
+    let tick_ctx = ctx.clone();
     tasks.spawn(async move {
         let mut every = tokio::time::interval(RESYNC);
         loop {
             every.tick().await;
+            tick_ctx.resync.store(true, Ordering::SeqCst);
             tick.notify_one();
         }
     });
@@ -193,20 +203,57 @@ fn amw_name(opts: &Options, work: &str) -> String {
     format!("{}-{work}", opts.hub_hash)
 }
 
+/// ManifestWorks applied concurrently.
+const CONCURRENCY: usize = 8;
+
 async fn pass(ctx: &Ctx) -> Vec<AgentError> {
-    let mut errors = Vec::new();
+    let resync = ctx.resync.swap(false, Ordering::SeqCst);
     let works = ctx.works.state();
-    for mw in &works {
-        let r = if mw.meta().deletion_timestamp.is_some() {
-            retire(ctx, &mw.name_any(), Some(mw)).await
-        } else {
-            apply_work(ctx, mw).await
-        };
-        if let Err(e) = r {
-            errors.push(e);
-        }
-    }
+    // Between resyncs, a live ManifestWork already applied at its generation (with its
+    // AppliedManifestWork present) is skipped: only changed work costs requests.
+    let todo: Vec<Arc<ManifestWork>> = works
+        .iter()
+        .filter(|mw| {
+            resync
+                || mw.meta().deletion_timestamp.is_some()
+                || ctx.done.lock().expect("done lock").get(&mw.name_any())
+                    != mw.meta().generation.as_ref()
+                || ctx
+                    .applied
+                    .get(&ObjectRef::new(&amw_name(&ctx.opts, &mw.name_any())))
+                    .is_none()
+        })
+        .cloned()
+        .collect();
+    let results: Vec<Result<(), AgentError>> = futures::stream::iter(todo)
+        .map(|mw| async move {
+            let name = mw.name_any();
+            if mw.meta().deletion_timestamp.is_some() {
+                ctx.done.lock().expect("done lock").remove(&name);
+                retire(ctx, &name, Some(&mw)).await
+            } else {
+                let r = apply_work(ctx, &mw).await;
+                let mut done = ctx.done.lock().expect("done lock");
+                match (&r, mw.meta().generation) {
+                    (Ok(()), Some(g)) => {
+                        done.insert(name, g);
+                    }
+                    _ => {
+                        done.remove(&name);
+                    }
+                }
+                r
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut errors: Vec<AgentError> = results.into_iter().filter_map(Result::err).collect();
     let live: BTreeSet<String> = works.iter().map(|w| w.name_any()).collect();
+    ctx.done
+        .lock()
+        .expect("done lock")
+        .retain(|n, _| live.contains(n));
     for amw in ctx.applied.state() {
         if amw.spec.hub_hash == ctx.opts.hub_hash
             && !live.contains(&amw.spec.manifest_work_name)
