@@ -357,3 +357,135 @@ async fn a_deployment_runs_on_both_wecs_and_its_status_comes_back() {
         .await
         .expect("ns");
 }
+
+#[tokio::test]
+async fn singleton_status_counts_only_qualified_wecs_and_clears() {
+    support::start_controllers();
+    support::start_agents();
+    let wds = support::client(WDS).await;
+    let id = unique("single");
+    create(
+        &wds,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": id}}),
+    )
+    .await
+    .expect("ns");
+    create(
+        &wds,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": id, "labels": {"app.kubernetes.io/name": id}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+    )
+    .await
+    .expect("deployment");
+    let clauses = |singleton: bool| {
+        json!([{"apiGroup": "", "resources": ["namespaces"], "objectNames": [id]},
+               {"objectSelectors": [{"matchLabels": {"app.kubernetes.io/name": id}}],
+                "wantSingletonReportedState": singleton}])
+    };
+    // Everywhere without a status wish, and to wec1 only with singleton return: one
+    // qualified WEC, so its status comes back (upstream issue #3478).
+    let wide = format!("{id}-wide");
+    let one = format!("{id}-one");
+    create(&wds, json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "BindingPolicy",
+        "metadata": {"name": wide},
+        "spec": {"clusterSelectors": [{"matchExpressions": [{"key": "name", "operator": "In", "values": WECS}]}],
+                 "downsync": clauses(false)}}))
+    .await
+    .expect("wide policy");
+    create(&wds, json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "BindingPolicy",
+        "metadata": {"name": one},
+        "spec": {"clusterSelectors": [{"matchLabels": {"name": WECS[0]}}], "downsync": clauses(true)}}))
+    .await
+    .expect("singleton policy");
+    for wec in WECS {
+        until(
+            &format!("the Deployment available on {wec}"),
+            120,
+            || async {
+                let d = wec_deployment(wec, &id).await?;
+                (d["status"]["availableReplicas"] == json!(1)).then_some(())
+            },
+        )
+        .await;
+    }
+    let deps = support::dynamic(&wds, "apps", "v1", "Deployment", Some(&id));
+    until("the singleton status from wec1", 60, || async {
+        let d = deps.get("web").await.expect("get");
+        (d.data["status"]["availableReplicas"] == json!(1)
+            && d.labels()
+                .get("managed-by.kubestellar.io/singletonstatus")
+                .map(String::as_str)
+                == Some("true"))
+        .then_some(())
+    })
+    .await;
+    let policies = support::dynamic(
+        &wds,
+        "control.kubestellar.io",
+        "v1alpha1",
+        "BindingPolicy",
+        None,
+    );
+    let p = policies.get(&one).await.expect("policy");
+    assert!(
+        p.data["status"]["errors"]
+            .as_array()
+            .is_none_or(|e| e.is_empty()),
+        "{}",
+        p.data["status"]
+    );
+
+    // The singleton policy selects no WEC any more: status cleared, label gone, and the
+    // policy says why.
+    policies
+        .patch(
+            &one,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"clusterSelectors": [{"matchLabels": {"name": "none"}}]}}),
+            ),
+        )
+        .await
+        .expect("retarget");
+    until("the singleton status cleared", 60, || async {
+        let d = deps.get("web").await.expect("get");
+        (d.data["status"] == json!({})
+            && !d
+                .labels()
+                .contains_key("managed-by.kubestellar.io/singletonstatus"))
+        .then_some(())
+    })
+    .await;
+    until("the policy's error", 30, || async {
+        let p = policies.get(&one).await.expect("policy");
+        p.data["status"]["errors"]
+            .as_array()?
+            .iter()
+            .any(|e| {
+                e.as_str().is_some_and(|e| {
+                    e.contains("wrong number of associated WECs") && e.contains(": 0 WECs")
+                })
+            })
+            .then_some(())
+    })
+    .await;
+    for p in [&wide, &one] {
+        policies
+            .delete(p, &DeleteParams::default())
+            .await
+            .expect("delete policy");
+    }
+    for wec in WECS {
+        until(&format!("the Deployment to leave {wec}"), 60, || async {
+            wec_deployment(wec, &id).await.is_none().then_some(())
+        })
+        .await;
+    }
+    support::dynamic(&wds, "", "v1", "Namespace", None)
+        .delete(&id, &DeleteParams::default())
+        .await
+        .expect("ns");
+}

@@ -4,11 +4,12 @@
 //! Contract (one debounced, level-triggered pass; Bindings and WorkStatuses wake it):
 //! - For every object of every Binding, [`plan`] decides from the policies that request
 //!   singleton or multi-WEC return and their destinations (only *qualified* WECs count).
-//! - Singleton: exactly one WorkStatus of this WDS for the object in the WEC's mailbox ⇒ its
-//!   `.status` (when not null) is written to the WDS object through the status subresource
+//! - Singleton: the WorkStatuses of this WDS for the object in the WEC's mailbox (several when
+//!   two policies deliver it there; they report the same WEC object) agreeing on one non-null
+//!   `.status` ⇒ it is written to the WDS object through the status subresource
 //!   (a merge patch of the main resource when it has none), with the label
 //!   `managed-by.kubestellar.io/singletonstatus: "true"`; the multi-WEC label is removed.
-//!   Zero or several WorkStatuses ⇒ cleared.
+//!   No WorkStatus ⇒ cleared.
 //! - Multi: the non-null statuses of the qualified WECs: none ⇒ cleared; one ⇒ copied as
 //!   singleton; several ⇒ [`aggregate`] for Deployments, ReplicaSets and DaemonSets with the
 //!   label `managed-by.kubestellar.io/multiwecstatus: "true"`.
@@ -280,17 +281,30 @@ async fn pass(
         };
         let decided = plan(w.s, &w.qs, w.m, &w.qm);
         let target: Option<(Option<Value>, &str)> = match &decided {
-            Plan::Singleton(wec) => match from(wec).as_slice() {
-                [Some(s)] if !s.is_null() => Some((Some(s.clone()), names::SINGLETON_STATUS_LABEL)),
-                [_] => None, // reported, no status yet: leave as is
-                _ => Some((None, "")),
-            },
-            Plan::Multi(q) => {
-                let got: Vec<Value> = q
+            Plan::Singleton(wec) => {
+                // Several WorkStatuses in one WEC (two policies deliver the object there) report
+                // the same WEC object: one distinct status is the answer.
+                let reports = from(wec);
+                let mut distinct: Vec<Value> = reports
                     .iter()
-                    .flat_map(|wec| from(wec))
                     .flatten()
                     .filter(|s| !s.is_null())
+                    .cloned()
+                    .collect();
+                distinct.sort_by_key(|v| v.to_string());
+                distinct.dedup();
+                match (reports.is_empty(), distinct.as_slice()) {
+                    (true, _) => Some((None, "")),
+                    (false, [s]) => Some((Some(s.clone()), names::SINGLETON_STATUS_LABEL)),
+                    // No status reported yet, or the reports still disagree: leave as is.
+                    (false, _) => None,
+                }
+            }
+            Plan::Multi(q) => {
+                // One status per WEC (several WorkStatuses in one WEC report one object).
+                let got: Vec<Value> = q
+                    .iter()
+                    .filter_map(|wec| from(wec).into_iter().flatten().find(|s| !s.is_null()))
                     .collect();
                 match got.len() {
                     0 => Some((None, "")),
