@@ -318,11 +318,13 @@ async fn transforms_by_resource(
         } else {
             vec![]
         };
-        let status = json!({
-            "observedGeneration": ct.meta().generation.unwrap_or_default(),
-            "errors": t::remove_errors(&ct.spec.remove),
-            "warnings": warnings,
-        });
+        // Through the typed status, so empty lists are omitted as the stored object has them.
+        let status = serde_json::to_value(crate::api::CustomTransformStatus {
+            observed_generation: ct.meta().generation.unwrap_or_default(),
+            errors: t::remove_errors(&ct.spec.remove),
+            warnings,
+        })
+        .expect("a status serialises");
         let live = serde_json::to_value(&ct.status).unwrap_or(Value::Null);
         if kit::status::differs(Some(&live), &status) {
             let api: Api<CustomTransform> = Api::all(ctx.wds.clone());
@@ -330,7 +332,7 @@ async fn transforms_by_resource(
                 .patch_status(
                     &ct.name_any(),
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"status": status})),
+                    &Patch::Merge(json!({"status": with_nulls(&status, &["errors", "warnings"])})),
                 )
                 .await
             {
@@ -642,4 +644,16 @@ async fn retire(ctx: &Ctx, b: &Binding) -> Result<(), TransportError> {
             })?;
     }
     Ok(())
+}
+
+// `status` as a merge patch: the listed fields it omits (empty lists) become `null`, so the
+// stored ones are removed.
+fn with_nulls(status: &Value, fields: &[&str]) -> Value {
+    let mut v = status.clone();
+    if let Some(m) = v.as_object_mut() {
+        for f in fields {
+            m.entry(*f).or_insert(Value::Null);
+        }
+    }
+    v
 }

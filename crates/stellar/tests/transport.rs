@@ -173,6 +173,28 @@ async fn manifest_works_follow_bindings_with_transforms_and_templates() {
         ct.data["status"]["errors"],
         json!(["Error in spec.remove[1]: the path identifies the whole object"])
     );
+    // Fixed: the error goes.
+    let cts = support::dynamic(
+        &wds,
+        "control.kubestellar.io",
+        "v1alpha1",
+        "CustomTransform",
+        None,
+    );
+    cts.patch(
+        &id,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"remove": ["$.metadata.labels[\"drop-me\"]"]}})),
+    )
+    .await
+    .expect("fix the CustomTransform");
+    until("the CustomTransform's errors cleared", 30, || async {
+        let ct = cts.get(&id).await.expect("ct");
+        (ct.data["status"]["errors"].is_null()
+            && ct.data["status"]["observedGeneration"] == json!(2))
+        .then_some(())
+    })
+    .await;
 
     // A status write on the WDS Deployment changes the Binding but rewrites no ManifestWork.
     let dep = find(&ws, &a, "Deployment")

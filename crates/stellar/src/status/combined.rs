@@ -61,15 +61,18 @@ pub async fn pass(wds: &Client, opts: &Options, s: &Stores) -> Vec<StatusError> 
     for sc in s.collectors.state() {
         let c = collector_of(&sc);
         let errs = validate(&c);
-        let status =
-            json!({"observedGeneration": sc.meta().generation.unwrap_or_default(), "errors": errs});
+        let status = serde_json::to_value(crate::api::StatusCollectorStatus {
+            observed_generation: sc.meta().generation.unwrap_or_default(),
+            errors: errs.clone(),
+        })
+        .expect("a status serialises");
         let live = serde_json::to_value(&sc.status).unwrap_or(Value::Null);
         if kit::status::differs(Some(&live), &status)
             && let Err(e) = sc_api
                 .patch_status(
                     &sc.name_any(),
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"status": status})),
+                    &Patch::Merge(json!({"status": with_nulls(&status, &["errors"])})),
                 )
                 .await
         {
@@ -356,4 +359,16 @@ async fn condition(
     .await
     .map_err(|e| StatusError::new(format!("conditions of Binding {}", b.name_any()), e))?;
     Ok(())
+}
+
+// `status` as a merge patch: the listed fields it omits (empty lists) become `null`, so the
+// stored ones are removed.
+fn with_nulls(status: &Value, fields: &[&str]) -> Value {
+    let mut v = status.clone();
+    if let Some(m) = v.as_object_mut() {
+        for f in fields {
+            m.entry(*f).or_insert(Value::Null);
+        }
+    }
+    v
 }
