@@ -1,6 +1,7 @@
 //! The work agent on a real WEC: two overlapping policies share ownership of one object
-//! (removing one policy leaves it), createOnly objects are never updated, and an agent
-//! stopped while work is withdrawn converges on restart with nothing duplicated.
+//! (removing one policy leaves it), createOnly objects are never updated, an agent stopped
+//! while work is withdrawn converges on restart with nothing duplicated, and a deleted WDS
+//! object leaves the WEC and the mailbox.
 
 mod support;
 
@@ -198,6 +199,24 @@ async fn shared_ownership_create_only_and_restart() {
         json!("1")
     );
 
+    // The WDS object goes: it leaves the WEC and the mailbox.
+    cms.delete("once", &DeleteParams::default())
+        .await
+        .expect("delete once");
+    until(
+        "once removed from the WEC and its ManifestWork gone",
+        60,
+        || async {
+            let gone = wec_cm(&wec, &id, "once").await.is_none();
+            let left = mws.list(&by_policy(&p3)).await.expect("mws").items;
+            let cm_works = left
+                .iter()
+                .filter(|m| m.spec.workload.manifests[0]["kind"] == "ConfigMap")
+                .count();
+            (gone && cm_works == 0).then_some(())
+        },
+    )
+    .await;
     support::dynamic(
         &wds,
         "control.kubestellar.io",
@@ -208,10 +227,6 @@ async fn shared_ownership_create_only_and_restart() {
     .delete(&p3, &DeleteParams::default())
     .await
     .expect("delete p3");
-    until("once removed from the WEC", 60, || async {
-        wec_cm(&wec, &id, "once").await.is_none().then_some(())
-    })
-    .await;
     agent.abort();
     support::dynamic(&wds, "", "v1", "Namespace", None)
         .delete(&id, &DeleteParams::default())

@@ -277,6 +277,32 @@ async fn manifest_works_follow_bindings_with_transforms_and_templates() {
     })
     .await;
 
+    // A property ConfigMap change applies live (and wins over the label).
+    let props = support::dynamic(
+        &its,
+        "",
+        "v1",
+        "ConfigMap",
+        Some("customization-properties"),
+    );
+    props
+        .patch(
+            &a,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"region": "north"}})),
+        )
+        .await
+        .expect("edit properties");
+    until("a's copy re-expanded", 60, || async {
+        let ws = works(&its, &id).await;
+        find(&ws, &a, "ConfigMap")
+            .is_some_and(|w| {
+                w.spec.workload.manifests[0]["data"]["where"] == json!(format!("{a} in north"))
+            })
+            .then_some(())
+    })
+    .await;
+
     // A broken template: errors reported, previous copies stay.
     let cms = support::dynamic(&wds, "", "v1", "ConfigMap", Some(&id));
     cms.patch(
@@ -302,7 +328,7 @@ async fn manifest_works_follow_bindings_with_transforms_and_templates() {
             .spec
             .workload
             .manifests[0]["data"]["where"],
-        json!(format!("{a} in east"))
+        json!(format!("{a} in north"))
     );
     let policy = Api::<stellar::api::BindingPolicy>::all(wds.clone());
     until("the error on the BindingPolicy", 30, || async {
