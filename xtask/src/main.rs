@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod demo_cocoon;
+mod demo_stellar;
 mod demo_support;
 mod gen_crds;
 mod image;
@@ -38,7 +39,11 @@ enum Cmd {
     /// Show which control-plane components run.
     Status,
     /// Start the plane and run Flotilla's main job on it, showing it converge.
-    Demo,
+    Demo {
+        /// Only this system's part (`stellar`).
+        #[arg(long)]
+        only: Option<String>,
+    },
     /// Write generated CRD YAML into deploy/<operator>/crds/ and the Containerfiles into
     /// deploy/<operator>/ (with --check: fail on drift).
     Gen {
@@ -136,7 +141,11 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Demo => demo::run(),
+        Cmd::Demo { only } => match only.as_deref() {
+            None => demo::run(),
+            Some("stellar") => demo_stellar::run(),
+            Some(other) => anyhow::bail!("no demo part {other:?} (known: stellar)"),
+        },
         Cmd::Gen { check } => {
             gen_crds::run(check)?;
             image::containerfile::run(check)
