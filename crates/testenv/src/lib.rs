@@ -17,6 +17,7 @@ pub mod process;
 pub mod procnode;
 pub mod rbac;
 pub mod registry;
+pub mod spaces;
 mod support;
 pub mod versions;
 
