@@ -197,30 +197,3 @@ async fn each_fault_reaches_the_client_as_the_api_server_would_deliver_it() {
         "every fault names its request"
     );
 }
-
-#[tokio::test]
-async fn tmp_probe_latency() {
-    let admin = client().await;
-    let ns = TestNamespace::new(&admin, "chaos-tmp").await;
-    let proxy = FaultProxy::start(Plan {
-        seed: 1,
-        rates: Rates::none(),
-    })
-    .await
-    .expect("proxy");
-    let c = proxied_client(&proxy, &ns.name).await;
-    let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns.name);
-    let w = api
-        .watch(&WatchParams::default(), "0")
-        .await
-        .expect("watch");
-    let _w = tokio::spawn(async move {
-        let _ = w.collect::<Vec<_>>().await;
-    });
-    for i in 0..90 {
-        let t = std::time::Instant::now();
-        let r = tokio::time::timeout(Duration::from_secs(20), api.list(&Default::default())).await;
-        eprintln!("{i}: {:?} {:?}", t.elapsed(), r.as_ref().map(|r| r.is_ok()));
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
