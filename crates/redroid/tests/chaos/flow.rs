@@ -233,7 +233,9 @@ pub fn settled(state: &Value) -> bool {
         && i.get("b").is_none()
         && no_overrides
         && nightly["current"] == true
-        && nightly["conditions"]["Ready"] == "True/Ready"
+        && nightly["conditions"]["Ready"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("True/"))
         && state["cronjobs"].as_array().is_some_and(|c| c.len() == 1)
         && state["pods"]
             .as_array()

@@ -30,10 +30,14 @@ const SUITE_SEEDS: &[u64] = &[1, 2];
 /// How long the converged operator is watched for a hot loop.
 const QUIET_WINDOW: Duration = Duration::from_secs(10);
 /// Hot-loop bound once converged, requests per second (reads and writes; watches excluded).
-/// A converged operator renews its Lease (a GET and a PUT every 2 s: 1/s) and nothing else.
-const QUIET_BOUND: f64 = 1.5;
-/// Hot-loop bound during the run, over any 5 s window.
-const PEAK_BOUND: f64 = 40.0;
+/// A converged operator renews its Lease (a GET and a PUT every 2 s: 1/s); a watch
+/// re-established after the last cut may trigger one more pass (five reads and a write):
+/// 1.6/s over the window. A requeue loop runs at tens per second.
+const QUIET_BOUND: f64 = 2.5;
+/// Hot-loop bound during the run, over any 5 s window. The fault-free run peaks at about
+/// 45/s while the scenario creates or deletes seven objects at once (each costs one pass of
+/// reads and a few writes); a reconcile that requeues itself without waiting runs at hundreds.
+const PEAK_BOUND: f64 = 80.0;
 /// How long the state may take to converge once the faults stop.
 const CONVERGE: Duration = Duration::from_secs(120);
 
@@ -131,7 +135,7 @@ async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Opt
 
     // Faults and kills stop; the state must become the fault-free run's.
     op.calm().await;
-    let calm = last_disturbance(&op);
+    let calm = op.last_disturbance();
     let capture = || state::capture(&w.admin, &w.ns.name);
     let converged = scenario::converge(capture, baseline.as_deref(), flow::settled, CONVERGE).await;
     let (final_state, converge_secs, quiet) = match converged {
@@ -212,14 +216,4 @@ async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Opt
         log,
     };
     (report, final_state)
-}
-
-/// The later of now (the last kill was before) and the last fault, which may be a watch cut
-/// scheduled to happen after the faults stopped.
-fn last_disturbance(op: &OperatorUnderTest) -> Instant {
-    let pending = op
-        .proxy
-        .last_fault()
-        .map_or(Duration::ZERO, |at| at.saturating_sub(op.proxy.elapsed()));
-    Instant::now() + pending
 }

@@ -307,6 +307,16 @@ impl OperatorUnderTest {
         self.done
     }
 
+    /// The later of now (the last kill was before) and the proxy's last fault, which may be a
+    /// watch cut scheduled to happen after the faults stopped: when the chaos really ended.
+    pub fn last_disturbance(&self) -> Instant {
+        let pending = self
+            .proxy
+            .last_fault()
+            .map_or(Duration::ZERO, |at| at.saturating_sub(self.proxy.elapsed()));
+        Instant::now() + pending
+    }
+
     /// The operator's log file.
     pub fn log(&self) -> &Path {
         &self.log
