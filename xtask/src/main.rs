@@ -7,6 +7,8 @@
 //! - `image [OPERATOR…] [--push REGISTRY]`: the operators' container images as OCI archives,
 //!   built without a container engine, optionally pushed
 //! - `test`: everything CI checks: format, lints, generated-file drift, every test
+//! - `chaos [--operator NAME] [--runs N] [--seed S]`: the chaos soak (docs/testing.md) and its
+//!   table
 //! - `kubectl ARGS…`: the pinned kubectl against the local plane
 //! - `spaces up|down|status|kubectl`: a set of separate control planes (WDS, ITS, WECs)
 
@@ -15,6 +17,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
+mod chaos;
 mod demo;
 mod demo_cocoon;
 mod demo_stellar;
@@ -67,6 +70,9 @@ enum Cmd {
         #[command(subcommand)]
         cmd: spaces::Cmd,
     },
+    /// Run the chaos scenarios (faults, kills, invariants) over many seeds and print the soak
+    /// table (docs/testing.md).
+    Chaos(chaos::Args),
     /// Run the pinned kubectl against the local plane.
     Kubectl {
         /// Arguments passed to kubectl.
@@ -153,6 +159,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::GenK8sFacts => gen_crds::k8s_facts(),
         Cmd::Image(args) => image::run(args),
         Cmd::Test { down } => test(down),
+        Cmd::Chaos(args) => chaos::run(args),
         Cmd::Kubectl { args } => kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>()),
         Cmd::Spaces { cmd } => spaces::run(cmd),
     }

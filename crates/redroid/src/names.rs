@@ -30,6 +30,10 @@ pub const CRONJOB_ANNOTATION: &str = "redroid.isning.moe/cronjob";
 
 /// Finalizer of tasks: on deletion the task removes the overrides it set on instances.
 pub const TASK_FINALIZER: &str = "redroid.isning.moe/task-finalizer";
+/// Finalizer of one-shot Jobs: the Job stays until the task has recorded how it ended in
+/// `status.jobs` (else `ttlSecondsAfterFinished: 0`, a person or garbage collection could
+/// remove a finished Job before its outcome is known, and it would be reported lost).
+pub const JOB_OUTCOME_FINALIZER: &str = "redroid.isning.moe/job-outcome";
 /// Finalizer the upstream operator put on instances. We need none (owner references clean up
 /// the Pod and Service), but remove it from instances being deleted so migrated objects do
 /// not hang.

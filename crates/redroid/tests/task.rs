@@ -360,6 +360,49 @@ async fn finished_task_does_not_run_again_when_its_job_is_deleted() {
     );
 }
 
+// Found by the chaos suite's fault-free baseline (crates/redroid/tests/chaos, the `sidecar`
+// task): with `ttlSecondsAfterFinished: 0` the TTL controller deletes a Job the moment it
+// finishes, before the operator has recorded how it ended, and the task reported the
+// succeeded Job as Failed/JobDeleted. A one-shot Job now carries a finalizer until its outcome
+// is in `status.jobs`, so it cannot vanish unrecorded (nor while the operator is down).
+#[tokio::test]
+async fn a_job_removed_by_its_ttl_as_it_finishes_is_recorded_as_succeeded() {
+    let env = Env::new("task-ttl0", false, None).await;
+    env.instance("a", 0, json!({})).await;
+    env.instance("b", 1, json!({})).await;
+    env.task(
+        "t",
+        json!({"instances": [{"name": "a"}, {"name": "b"}], "integrations": integration(),
+               "ttlSecondsAfterFinished": 0}),
+    )
+    .await;
+    let done = env
+        .task_where("t", "both Jobs recorded", |t| {
+            t.status.as_ref().is_some_and(|s| {
+                s.jobs.len() == 2 && s.jobs.iter().all(|j| j.phase != TaskJobPhase::Running)
+            })
+        })
+        .await;
+    let status = done.status.expect("status");
+    for j in &status.jobs {
+        assert_eq!(
+            (j.phase, j.reason.as_deref()),
+            (TaskJobPhase::Succeeded, None),
+            "{j:?}"
+        );
+    }
+    env.task_where("t", "Complete", |t| {
+        is(t, "Complete", "True", "AllJobsSucceeded")
+    })
+    .await;
+    // The TTL controller still removes the Jobs once their outcome is recorded.
+    for job in ["t-a", "t-b"] {
+        testenv::wait_deleted(&env.api::<Job>(), job, WAIT)
+            .await
+            .expect("the finished Job is removed by its TTL");
+    }
+}
+
 #[tokio::test]
 async fn missing_instance_and_config_map_are_reported_then_resolved() {
     let env = Env::new("task-missing", false, None).await;

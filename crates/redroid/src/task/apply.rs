@@ -3,7 +3,8 @@
 //!
 //! Contract:
 //! - Children are server-side applied with [`names::FIELD_MANAGER`] and a controller owner
-//!   reference to the task. A one-shot Job is only ever created (never updated); a CronJob is
+//!   reference to the task. A one-shot Job is only ever created (never updated), with its
+//!   outcome finalizer, which [`release_jobs`] removes once the outcome is recorded; a CronJob is
 //!   applied only when missing or when its spec-hash annotation differs; labelled CronJobs
 //!   and task-owned Jobs that are no longer desired are deleted.
 //! - Nothing is written when nothing differs, so a converged task costs no writes.
@@ -50,6 +51,15 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+    /// Removing the outcome finalizer of a Job failed.
+    #[error("releasing Job {job}: {source}")]
+    ReleaseJob {
+        /// The Job.
+        job: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// Applying a CronJob failed.
     #[error("applying CronJob {cronjob}: {source}")]
     ApplyCronJob {
@@ -78,6 +88,7 @@ impl kit::reconcile::ReconcileError for ApplyError {
             ApplyError::Finalizer { .. } => "update_finalizer",
             ApplyError::Override { .. } => "patch_instance_override",
             ApplyError::CreateJob { .. } => "create_job",
+            ApplyError::ReleaseJob { .. } => "release_job",
             ApplyError::ApplyCronJob { .. } => "apply_cronjob",
             ApplyError::Delete { .. } => "delete_child",
         }
@@ -268,12 +279,43 @@ pub async fn create_jobs(
     Ok(())
 }
 
-/// Deletes task-owned Jobs by name (their pods go with them).
+/// Removes [`names::JOB_OUTCOME_FINALIZER`] from the Jobs of `live` named in `names` (a Job
+/// whose outcome is recorded, or that the task no longer needs); a Job already gone is done.
+pub async fn release_jobs(
+    ctx: &Context,
+    task: &RedroidTask,
+    live: &[Job],
+    names: &[String],
+) -> Result<(), ApplyError> {
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &task.namespace().unwrap_or_default());
+    for job in live.iter().filter(|j| names.contains(&j.name_any())) {
+        let released = kit::finalizers::remove(&api, job, names::JOB_OUTCOME_FINALIZER)
+            .await
+            .map_err(|source| ApplyError::ReleaseJob {
+                job: job.name_any(),
+                source,
+            })?;
+        if released {
+            tracing::info!(
+                namespace = %task.namespace().unwrap_or_default(),
+                task = %task.name_any(),
+                job = %job.name_any(),
+                "released Job: its outcome is recorded"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Deletes task-owned Jobs by name (their pods go with them), releasing their finalizer
+/// first: the task no longer needs their outcome.
 pub async fn delete_jobs(
     ctx: &Context,
     task: &RedroidTask,
+    live: &[Job],
     jobs: &[String],
 ) -> Result<(), ApplyError> {
+    release_jobs(ctx, task, live, jobs).await?;
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), &task.namespace().unwrap_or_default());
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),

@@ -2,8 +2,12 @@
 //! instance, with temporary suspend/wake of the instances (ADR 0001).
 //!
 //! Contract of [`reconcile`], one pass as named steps:
-//! `observe → (deleting: release_overrides → remove_finalizer) → ensure_finalizer → validate →
-//! plan → apply_overrides → apply_children → patch_status`.
+//! `observe → (deleting: release_overrides → release_jobs → remove_finalizer) →
+//! ensure_finalizer → validate → plan → apply_overrides → apply_children → patch_status →
+//! release_jobs`.
+//! - A one-shot Job's outcome finalizer is released only after the status that records the
+//!   outcome is written, so a Job never disappears (TTL, a person, garbage collection, all
+//!   while the operator may be down) before the task knows how it ended.
 //! - A missing instance or ConfigMap is not an error: `Ready=False` with its reason, one
 //!   Warning Event when that condition changes, and the pass waits for the watches (an
 //!   instance or ConfigMap appearing re-triggers the task).
@@ -74,6 +78,8 @@ pub async fn reconcile(task: Arc<RedroidTask>, ctx: Arc<Context>) -> Result<Acti
     };
     if task.meta().deletion_timestamp.is_some() {
         release_overrides(&ctx, &task, &obs).await?;
+        let all: Vec<String> = obs.jobs.iter().map(ResourceExt::name_any).collect();
+        apply::release_jobs(&ctx, &task, &obs.jobs, &all).await?;
         if apply::remove_finalizer(&api, &task).await? {
             tracing::info!(namespace = %ns, task = %name, "task deleted: its overrides were released");
         }
@@ -99,7 +105,7 @@ pub async fn reconcile(task: Arc<RedroidTask>, ctx: Arc<Context>) -> Result<Acti
         apply::cronjobs(&ctx, &task, plan.cronjobs.clone(), &obs.cronjobs).await?;
         status::Input::Scheduled(&model, &obs.cronjobs)
     } else {
-        apply::delete_jobs(&ctx, &task, &plan.delete_jobs).await?;
+        apply::delete_jobs(&ctx, &task, &obs.jobs, &plan.delete_jobs).await?;
         apply::create_jobs(&ctx, &task, plan.create_jobs.clone()).await?;
         status::Input::OneShot(&model, &plan.entries)
     };
@@ -107,6 +113,8 @@ pub async fn reconcile(task: Arc<RedroidTask>, ctx: Arc<Context>) -> Result<Acti
     if status::patch(&api, &task, &desired).await? {
         status::log_transition(&task, task.status.as_ref(), &desired);
     }
+    // Only now that the outcomes are in the status may their Jobs go.
+    apply::release_jobs(&ctx, &task, &obs.jobs, &plan.release).await?;
     let outcome = plan
         .recheck_after
         .map_or(Outcome::Done, Outcome::RequeueAfter);

@@ -4,7 +4,8 @@
 //! cached copy could make a finished instance run again); instances are listed in the task's
 //! namespace (all of them: the task's own overrides are cleaned wherever they are);
 //! ConfigMaps are checked by name; Jobs and CronJobs are those carrying the task label, Jobs
-//! narrowed to the ones the task itself controls (not a CronJob's); pods are read only for
+//! narrowed to the ones the task itself controls (not a CronJob's), read for a deleting task
+//! too (it releases their finalizers); pods are read only for
 //! `suspendInstance` tasks, which must see instance pods gone.
 
 use std::collections::BTreeSet;
@@ -88,9 +89,10 @@ pub async fn observe(
         .await
         .map_err(read("RedroidInstances"))?
         .items;
+    // A deleting task still releases its Jobs' outcome finalizers.
+    (observed.jobs, observed.cronjobs) = children(client, namespace, &task).await?;
     if task.metadata.deletion_timestamp.is_none() {
         observed.config_maps = existing_config_maps(client, namespace, &task).await?;
-        (observed.jobs, observed.cronjobs) = children(client, namespace, &task).await?;
         if task.spec.suspend_instance {
             let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
             let lp = ListParams::default().labels(names::INSTANCE_LABEL);

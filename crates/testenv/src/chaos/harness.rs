@@ -10,6 +10,9 @@
 //! - [`KillSchedule`] gives the seeded gaps between kills: the same seed, the same gaps.
 //! - [`Operator::kill_repeatedly`] kills and restarts on the schedule until the token is
 //!   cancelled, and returns how many kills it made; the operator is left running.
+//!   [`Operator::supervise`] does the same with an optional schedule and also restarts the
+//!   process when it exits by itself (as a kubelet restarts a container: an operator that
+//!   loses its Lease exits non-zero), counting those exits apart from the kills.
 
 use std::fs::File;
 use std::io::Write as _;
@@ -105,26 +108,60 @@ impl Operator {
     /// The operator is running when this returns.
     pub async fn kill_repeatedly(
         &mut self,
-        mut schedule: KillSchedule,
+        schedule: KillSchedule,
         stop: CancellationToken,
     ) -> anyhow::Result<u32> {
-        let mut kills = 0;
+        Ok(self.supervise(Some(schedule), stop).await?.kills)
+    }
+
+    /// Until `stop` is cancelled: kills and restarts on `schedule` (if any), and restarts the
+    /// process whenever it exited by itself. The operator is running when this returns.
+    pub async fn supervise(
+        &mut self,
+        mut schedule: Option<KillSchedule>,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Supervised> {
+        let mut done = Supervised::default();
+        let mut next_kill = schedule
+            .as_mut()
+            .map(|s| tokio::time::Instant::now() + s.next_gap());
         loop {
-            let gap = schedule.next_gap();
+            // Looks for an exit every 100 ms; the next kill comes at its seeded moment.
+            let tick = tokio::time::Instant::now() + Duration::from_millis(100);
+            let wake = next_kill.map_or(tick, |k| k.min(tick));
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(gap) => {} // the seeded moment of the next kill
+                _ = tokio::time::sleep_until(wake) => {}
             }
-            self.kill();
-            kills += 1;
-            tracing::info!(target: "testenv::chaos", seed = schedule.seed, kills, "operator SIGKILLed; restarting");
-            self.restart()?;
+            if !self.running() {
+                done.exits += 1;
+                tracing::info!(target: "testenv::chaos", exits = done.exits, "operator exited by itself; restarting");
+                self.restart()?;
+            }
+            if let (Some(at), Some(s)) = (next_kill, schedule.as_mut())
+                && tokio::time::Instant::now() >= at
+            {
+                self.kill();
+                done.kills += 1;
+                tracing::info!(target: "testenv::chaos", seed = s.seed, kills = done.kills, "operator SIGKILLed; restarting");
+                self.restart()?;
+                next_kill = Some(tokio::time::Instant::now() + s.next_gap());
+            }
         }
         if !self.running() {
             self.restart()?;
         }
-        Ok(kills)
+        Ok(done)
     }
+}
+
+/// What [`Operator::supervise`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Supervised {
+    /// SIGKILLs on the schedule.
+    pub kills: u32,
+    /// Exits the process made by itself (each followed by a restart).
+    pub exits: u32,
 }
 
 impl Drop for Operator {

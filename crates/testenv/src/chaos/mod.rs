@@ -1,12 +1,20 @@
 //! Faults for reliability tests: a fault-injecting proxy in front of the API server
-//! ([`proxy`]), the seeded plan that decides each request's fault ([`plan`]), and the harness
-//! that SIGKILLs and restarts the operator under test ([`harness`]). docs/testing.md explains
-//! how scenarios use them and how to replay a failing seed.
+//! ([`proxy`]), the seeded plan that decides each request's fault ([`plan`]), the harness
+//! that SIGKILLs and restarts the operator under test ([`harness`]), what a scenario is run
+//! with ([`scenario`]: seeds, the operator behind the proxy, violations, request rates, the
+//! run's report), continuous invariant checks over watch caches ([`observe`]) and the soak
+//! table ([`report`]). docs/testing.md explains how scenarios use them and how to replay a
+//! failing seed.
 
 pub mod harness;
+pub mod observe;
 pub mod plan;
 pub mod proxy;
+pub mod report;
+pub mod scenario;
 
-pub use harness::{KillSchedule, Operator};
+pub use harness::{KillSchedule, Operator, Supervised};
+pub use observe::Observer;
 pub use plan::{Class, Fault, Plan, Rates};
-pub use proxy::{FaultProxy, FaultRecord};
+pub use proxy::{FaultProxy, FaultRecord, Traffic};
+pub use scenario::{Launch, OperatorUnderTest, RateMeter, RunReport, Violation, Violations};

@@ -17,7 +17,10 @@
 //!   stream; `Gone` answers a resumed watch with the ERROR event the API server sends for an
 //!   expired resourceVersion.
 //! - [`FaultProxy::set_rates`] changes the rates of a running proxy (a scenario can stop
-//!   injecting before it checks convergence).
+//!   injecting before it checks convergence); [`FaultProxy::last_fault`] says when the last
+//!   injected fault took effect (a cut watch counts at the moment it is cut).
+//! - [`FaultProxy::traffic`] counts every request by class (reads, writes, watches), faulted
+//!   or not, so a scenario can bound the operator's request rate (a hot loop shows there).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -50,15 +53,40 @@ type Upstream = HttpClient<
 pub struct FaultRecord {
     /// The request's number.
     pub n: u64,
+    /// When it took effect, since the proxy started (a cut watch: when it is cut).
+    pub at: Duration,
     /// The fault's name ([`Fault::name`]).
     pub fault: &'static str,
     /// `METHOD path?query`.
     pub request: String,
 }
 
+/// Requests seen, by class (faulted or not).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Traffic {
+    /// GET and LIST.
+    pub reads: u64,
+    /// POST, PUT, PATCH, DELETE.
+    pub writes: u64,
+    /// Watches, new and resumed.
+    pub watches: u64,
+}
+
+impl Traffic {
+    /// Reads and writes: the requests a reconcile makes (watches are long-lived streams).
+    pub fn calls(&self) -> u64 {
+        self.reads + self.writes
+    }
+}
+
 struct Shared {
     plan: Mutex<Plan>,
+    journal: Mutex<Option<std::fs::File>>,
     next: AtomicU64,
+    started: tokio::time::Instant,
+    reads: AtomicU64,
+    writes: AtomicU64,
+    watches: AtomicU64,
     log: Mutex<Vec<FaultRecord>>,
     upstream: Upstream,
     api: String,
@@ -89,8 +117,13 @@ impl FaultProxy {
         tracing::info!(target: "testenv::chaos", seed = plan.seed, %addr, "fault proxy listening");
         let shared = Arc::new(Shared {
             plan: Mutex::new(plan),
+            journal: Mutex::new(None),
             next: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
+            started: tokio::time::Instant::now(),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            watches: AtomicU64::new(0),
             upstream,
             api: format!("https://127.0.0.1:{}", state.api_port),
         });
@@ -107,6 +140,18 @@ impl FaultProxy {
     /// A kubeconfig for `token` pointing at the proxy, written to `path` (mode 0600).
     pub fn kubeconfig(&self, path: &Path, token: &str, namespace: &str) -> anyhow::Result<()> {
         crate::identity::write_kubeconfig_for_server(path, &self.url(), token, namespace)
+    }
+
+    /// From now on, writes a line to `path` as each request arrives (`> #n METHOD path`) and
+    /// as its answer starts (`< #n status in ms`, or `reset`), with the time since the proxy
+    /// started: a hung request is one without its `<` line.
+    pub fn journal_to(&self, path: &Path) -> anyhow::Result<()> {
+        let f = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        *lock(&self.shared.journal) = Some(f);
+        Ok(())
     }
 
     /// Replaces the fault rates (the seed and the numbering go on).
@@ -131,6 +176,26 @@ impl FaultProxy {
     /// Requests seen so far.
     pub fn requests(&self) -> u64 {
         self.shared.next.load(Ordering::Relaxed)
+    }
+
+    /// Requests seen so far, by class.
+    pub fn traffic(&self) -> Traffic {
+        Traffic {
+            reads: self.shared.reads.load(Ordering::Relaxed),
+            writes: self.shared.writes.load(Ordering::Relaxed),
+            watches: self.shared.watches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Time since the proxy started (the clock of [`FaultRecord::at`]).
+    pub fn elapsed(&self) -> Duration {
+        self.shared.started.elapsed()
+    }
+
+    /// When the last fault took effect (since the proxy started), if any; a watch that is
+    /// still to be cut counts at its cut.
+    pub fn last_fault(&self) -> Option<Duration> {
+        lock(&self.shared.log).iter().map(|r| r.at).max()
     }
 }
 
@@ -209,7 +274,52 @@ struct Reset;
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Reset> {
     let n = shared.next.fetch_add(1, Ordering::Relaxed);
+    let began = shared.started.elapsed();
+    let what = format!(
+        "{} {}",
+        req.method(),
+        req.uri().path_and_query().map_or("/", |p| p.as_str())
+    );
+    journal(
+        &shared,
+        format_args!("{:9.3} > #{n} {what}", began.as_secs_f64()),
+    );
+    let result = respond(&shared, req, n).await;
+    let outcome = match &result {
+        Ok(r) => r.status().as_u16().to_string(),
+        Err(_) => "reset".to_owned(),
+    };
+    let took = shared.started.elapsed() - began;
+    journal(
+        &shared,
+        format_args!(
+            "{:9.3} < #{n} {outcome} in {} ms",
+            shared.started.elapsed().as_secs_f64(),
+            took.as_millis()
+        ),
+    );
+    result
+}
+
+fn journal(shared: &Shared, line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    if let Some(f) = lock(&shared.journal).as_mut() {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+async fn respond(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    n: u64,
+) -> Result<Response<Body>, Reset> {
     let class = classify(req.method(), req.uri().query());
+    let counter = match class {
+        Class::Read => &shared.reads,
+        Class::Write => &shared.writes,
+        Class::Watch | Class::WatchResume => &shared.watches,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
     let (fault, seed) = {
         let plan = lock(&shared.plan);
         (plan.decide(n, class), plan.seed)
@@ -221,8 +331,13 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     );
     if fault != Fault::None {
         tracing::info!(target: "testenv::chaos", seed, n, fault = fault.name(), request = %described, "injecting");
+        let mut at = shared.started.elapsed();
+        if let Fault::CutWatch(after) = fault {
+            at += after;
+        }
         lock(&shared.log).push(FaultRecord {
             n,
+            at,
             fault: fault.name(),
             request: described,
         });
@@ -256,15 +371,15 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         Fault::Gone => Ok(gone(class)),
         Fault::Latency(d) => {
             tokio::time::sleep(d).await;
-            forward(&shared, req, None).await
+            forward(shared, req, None).await
         }
         Fault::ResetAfter => {
             // The write reaches the API server; its answer never reaches the client.
-            let _ = forward(&shared, req, None).await;
+            let _ = forward(shared, req, None).await;
             Err(Reset)
         }
-        Fault::CutWatch(after) => forward(&shared, req, Some(after)).await,
-        Fault::None => forward(&shared, req, None).await,
+        Fault::CutWatch(after) => forward(shared, req, Some(after)).await,
+        Fault::None => forward(shared, req, None).await,
     }
 }
 

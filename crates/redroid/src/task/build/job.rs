@@ -2,8 +2,9 @@
 //!
 //! Contract: labels managed-by/task/instance/component=task (+ data-sidecar=true with the
 //! sidecar) on the Job and its pod template; `backoffLimit` (default 0),
-//! `activeDeadlineSeconds`, `ttlSecondsAfterFinished`; a controller owner reference to the task
-//! is added by the caller, which knows the task's UID.
+//! `activeDeadlineSeconds`, `ttlSecondsAfterFinished`; the finalizer
+//! [`names::JOB_OUTCOME_FINALIZER`], released once the task recorded the Job's outcome; a
+//! controller owner reference to the task is added by the caller, which knows the task's UID.
 
 use std::collections::BTreeMap;
 
@@ -69,6 +70,7 @@ pub fn job(model: &Model, target: &Target) -> Job {
             name: Some(job_name(&model.name, &target.name)),
             namespace: Some(model.namespace.clone()),
             labels: Some(labels(&model.name, &target.name, sidecar)),
+            finalizers: Some(vec![names::JOB_OUTCOME_FINALIZER.to_owned()]),
             ..ObjectMeta::default()
         },
         spec: Some(job_spec(model, target, model.access, true)),

@@ -14,6 +14,9 @@
 //! - Desired overrides are only those of instances in progress; the applier clears this
 //!   task's own overrides everywhere else.
 //! - Task-owned Jobs of instances no longer referenced are deleted.
+//! - A Job keeps [`names::JOB_OUTCOME_FINALIZER`] until its outcome is final in the entries:
+//!   finished (its conditions), or deleted before it finished (`JobDeleted`). [`Plan::release`]
+//!   names the Jobs whose finalizer may go once the entries are written.
 
 pub mod cronjob;
 pub mod job;
@@ -55,6 +58,9 @@ pub struct Plan {
     pub entries: Vec<TaskJobStatus>,
     /// Waiting on something no watch reports (an instance pod going away).
     pub recheck_after: Option<Duration>,
+    /// Jobs holding [`names::JOB_OUTCOME_FINALIZER`] whose outcome `entries` records as final:
+    /// their finalizer goes once `entries` are in the status.
+    pub release: Vec<String>,
 }
 
 /// How long to wait before looking again at pods that are going away.
@@ -88,6 +94,11 @@ pub fn plan(model: &Model, jobs: &[Job], pods: &[Pod], memory: &[TaskJobStatus])
         let remembered = memory.iter().find(|e| e.instance == target.name);
         match entry(target, name, live, remembered) {
             Some(e) => {
+                let holding =
+                    live.is_some_and(|j| kit::finalizers::has(j, names::JOB_OUTCOME_FINALIZER));
+                if holding && e.phase != TaskJobPhase::Running {
+                    plan.release.push(name.clone());
+                }
                 if e.phase == TaskJobPhase::Running {
                     hold(&mut plan, model.access, target);
                 }
@@ -151,6 +162,14 @@ fn observed_entry(target: &Target, job: &Job) -> TaskJobStatus {
         e.completion_time = c.last_transition_time.clone();
         e.reason = c.reason.clone();
         e.message = c.message.clone();
+    } else if job.metadata.deletion_timestamp.is_some() {
+        // Deleted before it finished (by hand): what a vanished Running Job is recorded as.
+        e.phase = TaskJobPhase::Failed;
+        e.reason = Some("JobDeleted".into());
+        e.message = Some(format!(
+            "Job {:?} was deleted before it finished.",
+            job.name_any()
+        ));
     }
     e
 }
@@ -255,6 +274,54 @@ mod tests {
         assert_eq!(names, ["t-c"]);
         assert_eq!(p.entries[1].phase, TaskJobPhase::Failed);
         assert_eq!(p.entries[1].reason.as_deref(), Some("JobDeleted"));
+    }
+
+    fn job(name: &str, condition: Option<&str>, deleting: bool) -> Job {
+        let mut j: Job = serde_yaml::from_str(&format!(
+            "metadata: {{name: {name}, finalizers: [{}]}}",
+            names::JOB_OUTCOME_FINALIZER
+        ))
+        .expect("job");
+        if let Some(c) = condition {
+            j.status =
+                serde_yaml::from_str(&format!("conditions: [{{type: {c}, status: \"True\"}}]"))
+                    .expect("status");
+        }
+        if deleting {
+            j.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+            );
+        }
+        j
+    }
+
+    #[test]
+    fn a_job_keeps_its_finalizer_until_its_outcome_is_final() {
+        // (condition, being deleted) → (recorded phase, reason, finalizer released)
+        let cases = [
+            (None, false, TaskJobPhase::Running, None, false),
+            (Some("Complete"), false, TaskJobPhase::Succeeded, None, true),
+            (Some("Complete"), true, TaskJobPhase::Succeeded, None, true),
+            (Some("Failed"), false, TaskJobPhase::Failed, None, true),
+            (None, true, TaskJobPhase::Failed, Some("JobDeleted"), true),
+        ];
+        let m = model(
+            "{metadata: {name: t, namespace: ns}, spec: {instances: [{name: a}], integrations: [{name: m, image: m}]}}",
+        );
+        for (condition, deleting, phase, reason, released) in cases {
+            let p = plan(&m, &[job("t-a", condition, deleting)], &[], &[]);
+            let what = format!("{condition:?} deleting={deleting}");
+            assert_eq!(p.entries[0].phase, phase, "{what}");
+            assert_eq!(p.entries[0].reason.as_deref(), reason, "{what}");
+            assert_eq!(p.release == ["t-a"], released, "{what}");
+            assert!(p.create_jobs.is_empty(), "{what}: never a second Job");
+        }
+        let fresh = plan(&m, &[], &[], &[]);
+        assert_eq!(
+            fresh.create_jobs[0].finalizers(),
+            [names::JOB_OUTCOME_FINALIZER],
+            "a new Job carries the finalizer"
+        );
     }
 
     #[test]
