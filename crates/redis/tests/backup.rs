@@ -231,7 +231,13 @@ async fn a_failing_destination_fails_the_backup_with_the_stores_reason() {
     );
     // A bucket name the store refuses (s3s-fs creates a missing bucket on PutObject, so a
     // missing one would not fail here).
-    create_backup(&env, "nobucket", "primary", s3(&store.endpoint, "Bad_Bucket")).await;
+    create_backup(
+        &env,
+        "nobucket",
+        "primary",
+        s3(&store.endpoint, "Bad_Bucket"),
+    )
+    .await;
     let b = finished(&env, "nobucket").await;
     let s = b.status.clone().expect("status");
     assert_eq!(phase(&b), Some(BackupPhase::Failed));
