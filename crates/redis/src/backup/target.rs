@@ -296,9 +296,11 @@ mod tests {
         );
     }
 
+    type Case = (&'static str, Primary, fn(&mut Vec<Candidate>), &'static str);
+
     #[test]
     fn nothing_is_chosen_without_a_usable_primary() {
-        let cases: [(&str, Primary, fn(&mut Vec<Candidate>), &str); 7] = [
+        let cases: [Case; 7] = [
             (
                 "no primary named",
                 Primary::default(),

@@ -180,7 +180,7 @@ fn conditions(d: &mut Describe, conditions: &[Condition]) {
     }
 }
 
-fn newest<'a>(backups: &'a [RedisBackup], phase: BackupPhase) -> Option<&'a RedisBackup> {
+fn newest(backups: &[RedisBackup], phase: BackupPhase) -> Option<&RedisBackup> {
     backups
         .iter()
         .filter(|b| b.status.as_ref().and_then(|s| s.phase) == Some(phase))
@@ -341,9 +341,17 @@ mod tests {
         s
     }
 
+    // (annotation, instance, on, expected annotation or an error)
+    type Case = (
+        Option<&'static str>,
+        &'static str,
+        bool,
+        Result<Option<&'static str>, ()>,
+    );
+
     #[test]
     fn fencing_edits_a_sorted_list_and_removes_it_when_empty() {
-        let cases: &[(Option<&str>, &str, bool, Result<Option<&str>, ()>)] = &[
+        let cases: &[Case] = &[
             (None, "demo-1", true, Ok(Some(r#"["demo-1"]"#))),
             (Some(""), "demo-1", true, Ok(Some(r#"["demo-1"]"#))),
             (

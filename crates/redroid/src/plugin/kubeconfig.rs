@@ -46,6 +46,6 @@ where
             source: e,
         })?
         .items;
-    items.sort_by(|a, b| (a.namespace(), a.name_any()).cmp(&(b.namespace(), b.name_any())));
+    items.sort_by_key(|a| (a.namespace(), a.name_any()));
     Ok(items)
 }
