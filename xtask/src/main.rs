@@ -273,6 +273,10 @@ fn test(down: bool) -> anyhow::Result<()> {
             "install iproute2, redis-tools",
             testenv::procnode::ensure_host_packages,
         )?;
+        p.run(
+            "install azurite (Azure Storage emulator)",
+            testenv::azurite::ensure_installed,
+        )?;
         p.run("build workspace + tests", || {
             cargo(&["test", "--workspace", "--no-run", "--quiet"])
         })?;

@@ -28,6 +28,8 @@ pub mod metrics;
 pub mod names;
 /// The ordered subreconciler pipeline: continue, requeue (stop or delayed), or error.
 pub mod pipeline;
+/// What kubectl plugins share: kubeconfig resolution and kubectl-style tables.
+pub mod plugin;
 /// Reconcile outcomes, error categories and per-object error backoff.
 pub mod reconcile;
 /// SIGTERM/SIGINT to a CancellationToken.

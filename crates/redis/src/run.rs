@@ -5,6 +5,8 @@
 //! - [`ControllerFlags`] are kit's operator flags with upstream's defaults (metrics on `:9090`,
 //!   probes on `:8080`, leader election on with the Lease `redis-operator-leader`) plus
 //!   `--max-concurrent-reconciles` (default 5).
+//! - `--watch-namespaces` limits the controllers to some namespaces; `--backup-timeout`
+//!   bounds each RedisBackup ([`crate::backup`]).
 //! - [`run`] and [`run_with_client`] run until shutdown (SIGTERM/SIGINT or the token), the
 //!   loss of leadership, or a failure of the webhook server; either part failing stops the
 //!   other. Controllers run only while the Lease is held; the admission webhook server
@@ -12,6 +14,8 @@
 //!   once it serves (at once when `--webhook-enabled=false`).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -39,9 +43,27 @@ pub struct ControllerFlags {
     #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = 5)]
     pub max_concurrent_reconciles: usize,
 
+    /// Comma-separated namespaces whose RedisClusters the operator manages; empty means every
+    /// namespace.
+    #[arg(long, env = "WATCH_NAMESPACES", default_value = "")]
+    pub watch_namespaces: String,
+
+    /// How long a RedisBackup may wait for an instance to take it, and then how long it may
+    /// run, before it fails (a Go duration such as `1h` or `90s`).
+    #[arg(long, env = "BACKUP_TIMEOUT", default_value = "1h", value_parser = parse_timeout)]
+    pub backup_timeout: Duration,
+
     /// The admission webhook server and its PKI.
     #[command(flatten)]
     pub webhook: WebhookFlags,
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = crate::schedule::parse_go_duration(s)?;
+    Duration::try_from(d)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{s:?} must be a positive duration"))
 }
 
 impl ControllerFlags {
@@ -53,6 +75,18 @@ impl ControllerFlags {
             self.max_concurrent_reconciles
         );
         Ok(())
+    }
+
+    /// The namespaces to watch, or `None` for every namespace.
+    pub fn namespaces(&self) -> Option<Vec<String>> {
+        let list: Vec<String> = self
+            .watch_namespaces
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect();
+        (!list.is_empty()).then_some(list)
     }
 
     fn operator_flags(&self) -> OperatorFlags {
@@ -94,14 +128,20 @@ pub async fn run_with_client(
         .with_shutdown(inner.clone())
         .with_manual_readiness();
     let readiness = operator.readiness().clone();
+    let settings = Settings {
+        backup_timeout: flags.backup_timeout,
+        concurrency: flags.max_concurrent_reconciles,
+    };
+    let namespaces = flags.namespaces();
+    let run = move |rc| controllers(rc, settings, namespaces);
     if !flags.webhook.webhook_enabled {
         readiness.set_ready(true);
-        return operator.run(controllers).await;
+        return operator.run(run).await;
     }
     let webhook = Webhook::new(client, flags.webhook.clone());
     let (ran, served) = tokio::join!(
         async {
-            let r = operator.run(controllers).await;
+            let r = operator.run(run).await;
             inner.cancel();
             r
         },
@@ -114,10 +154,54 @@ pub async fn run_with_client(
     served.and(ran)
 }
 
-// The controllers, while leading. None is built yet: the leader holds the Lease until shutdown.
-async fn controllers(rc: RunContext) -> anyhow::Result<()> {
-    rc.shutdown.cancelled().await;
-    Ok(())
+// What the controllers are built with.
+#[derive(Clone, Copy, Debug)]
+struct Settings {
+    backup_timeout: Duration,
+    concurrency: usize,
+}
+
+// The controllers, while leading, per watched namespace (or one of each over every
+// namespace); the first to fail stops the others.
+async fn controllers(
+    rc: RunContext,
+    settings: Settings,
+    namespaces: Option<Vec<String>>,
+) -> anyhow::Result<()> {
+    let shared = Arc::new(crate::backup::Shared::new(
+        rc.client.clone(),
+        &rc.metrics,
+        settings.backup_timeout,
+        Arc::new(crate::instance_client::HttpsConnector),
+    ));
+    let rc = RunContext {
+        shutdown: rc.shutdown.child_token(),
+        ..rc
+    };
+    let scopes: Vec<Option<String>> = match namespaces {
+        Some(list) => list.into_iter().map(Some).collect(),
+        None => vec![None],
+    };
+    let mut runs = Vec::new();
+    for ns in scopes {
+        runs.push(tokio::spawn(crate::backup::run(
+            shared.clone(),
+            rc.clone(),
+            ns.clone(),
+            settings.concurrency,
+        )));
+        runs.push(tokio::spawn(crate::scheduled_backup::run(
+            shared.clone(),
+            rc.clone(),
+            ns,
+        )));
+    }
+    let results =
+        futures::future::try_join_all(runs.into_iter().map(|h| async move { h.await? })).await;
+    if results.is_err() {
+        rc.shutdown.cancel();
+    }
+    results.map(|_| ())
 }
 
 #[cfg(test)]

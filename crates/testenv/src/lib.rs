@@ -6,6 +6,7 @@
 //! 127.0.0.1 and pods get 127.1.x.y addresses. See `docs/testenv.md`.
 
 pub mod admission;
+pub mod azurite;
 pub mod chaos;
 pub mod deployed;
 pub mod identity;

@@ -740,9 +740,20 @@ pub struct RedisClusterStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets_resource_version: BTreeMap<String, String>,
 
+    /// When the newest completed RedisBackup of this cluster completed (written by the backup
+    /// controller; it never moves back, also when that RedisBackup is deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_backup: Option<Time>,
+
+    /// When the newest failed RedisBackup of this cluster failed (written by the backup
+    /// controller; it never moves back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_backup: Option<Time>,
+
     /// `Ready`, `PrimaryAvailable`, `ReplicationHealthy`, `ReplicaMode`,
-    /// `PrimaryUpdateWaiting`, `LastBackupSucceeded`, `Hibernated`, `MaintenanceInProgress`,
-    /// `PVCResizeInProgress`.
+    /// `PrimaryUpdateWaiting`, `LastBackupSucceeded` (written by the backup controller: True
+    /// when the newest finished backup completed, False when it failed), `Hibernated`,
+    /// `MaintenanceInProgress`, `PVCResizeInProgress`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

@@ -15,9 +15,10 @@
 //!   blindly, which fails while a save runs.
 //! - AOF: the same with `BGREWRITEAOF` and `aof_rewrites`, then a tar.gz of
 //!   `appendonlydir` (which must hold its manifest).
-//! - Upload: S3-compatible storage ([`super::s3`]) at `<path>/<backupName>.rdb` or
-//!   `.aof.tar.gz`, credentials from the projected `/backup-credentials` files. Azure Blob
-//!   destinations fail with a clear error (not supported yet).
+//! - Upload ([`Store`]): S3-compatible storage ([`super::s3`]) or Azure Blob Storage
+//!   ([`super::azure`]) at `<path>/<backupName>.rdb` or `.aof.tar.gz`, credentials from the
+//!   projected `/backup-credentials` files, read before the snapshot is taken (missing
+//!   credentials fail the backup without a snapshot).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +33,7 @@ use axum::response::{IntoResponse, Response};
 use super::local::Local;
 use super::manager::Instance;
 use super::resp::RespError;
-use super::s3;
+use super::{azure, s3};
 use crate::crd::{BackupDestination, S3Destination};
 use crate::instance_api::{BackupRequest, BackupResult, Boot};
 
@@ -201,6 +202,64 @@ async fn run(inst: &Instance, plan: &Plan) -> Result<BackupResult, String> {
     .await
 }
 
+/// Where a backup goes, with its credentials read.
+#[derive(Clone, Debug)]
+pub enum Store {
+    /// An S3-compatible bucket.
+    S3(s3::Bucket),
+    /// An Azure Blob container.
+    Azure(azure::Container),
+}
+
+impl Store {
+    /// The store of `d` with the credentials projected in `credentials`.
+    pub fn open(d: &BackupDestination, credentials: &Path) -> Result<Self, String> {
+        match (&d.s3, &d.azure) {
+            (Some(s), None) => Ok(Store::S3(bucket(s, s3::Credentials::read(credentials)?))),
+            (None, Some(a)) => {
+                let creds = azure::Credentials::read(credentials)?;
+                Ok(Store::Azure(azure::Container::new(a, creds)?))
+            }
+            _ => Err(BackupDestination::validate(Some(d))
+                .err()
+                .unwrap_or_else(|| "destination must set exactly one of s3 or azure".into())),
+        }
+    }
+
+    /// `s3://<bucket>/<key>` or `azblob://<container>/<key>`.
+    pub fn path(&self, key: &str) -> String {
+        match self {
+            Store::S3(b) => format!("s3://{}/{key}", b.bucket),
+            Store::Azure(c) => format!("azblob://{}/{key}", c.container),
+        }
+    }
+
+    /// Uploads `file` as `key`; returns its size and hex SHA-256.
+    pub async fn put_file(&self, key: &str, file: &Path) -> Result<(u64, String), String> {
+        let http = http()?;
+        match self {
+            Store::S3(b) => b.put_file(&http, key, file).await,
+            Store::Azure(c) => c.put_file(&http, key, file).await,
+        }
+    }
+
+    /// Downloads `key` into `file`; returns the bytes written.
+    pub async fn get_to_file(&self, key: &str, file: &Path) -> Result<u64, String> {
+        let http = http()?;
+        match self {
+            Store::S3(b) => b.get_to_file(&http, key, file).await,
+            Store::Azure(c) => c.get_to_file(&http, key, file).await,
+        }
+    }
+}
+
+fn http() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
 /// Takes the backup `plan` describes on the redis-server behind `local` (whose data
 /// directory is `data`) and uploads it with the credentials projected in `credentials`.
 pub async fn take(
@@ -209,15 +268,8 @@ pub async fn take(
     credentials: &Path,
     plan: &Plan,
 ) -> Result<BackupResult, String> {
-    let s3 =
-        match (&plan.destination.s3, &plan.destination.azure) {
-            (Some(s3), _) => s3.clone(),
-            _ => return Err(
-                "Azure Blob destinations are not supported by this instance manager yet; use s3"
-                    .into(),
-            ),
-        };
-    let creds = s3::Credentials::read(credentials)?;
+    // Credentials first: a backup that cannot be uploaded is not taken.
+    let store = Store::open(&plan.destination, credentials)?;
     let artifact = if plan.aof {
         snapshot(local, Kind::Aof, BACKUP_TIMEOUT).await?;
         let dir = data.join("appendonlydir");
@@ -236,14 +288,14 @@ pub async fn take(
             .map_err(|e| format!("copying dump.rdb: {e}"))?;
         copy
     };
-    let result = upload(&s3, creds, &plan.key, &artifact).await;
+    let result = store.put_file(&plan.key, &artifact).await;
     let _ = tokio::fs::remove_file(&artifact).await;
     let (size, sha) = result?;
     Ok(BackupResult {
         id: plan.name.clone(),
         phase: "Completed".into(),
         artifact_type: if plan.aof { "aof-archive" } else { "rdb" }.into(),
-        backup_path: format!("s3://{}/{}", s3.bucket, plan.key),
+        backup_path: store.path(&plan.key),
         backup_size: i64::try_from(size).unwrap_or(i64::MAX),
         checksum_sha256: sha,
         error: String::new(),
@@ -262,19 +314,6 @@ pub fn bucket(d: &S3Destination, creds: s3::Credentials) -> s3::Bucket {
         },
         creds,
     }
-}
-
-async fn upload(
-    d: &S3Destination,
-    creds: s3::Credentials,
-    key: &str,
-    file: &Path,
-) -> Result<(u64, String), String> {
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| e.to_string())?;
-    bucket(d, creds).put_file(&http, key, file).await
 }
 
 /// Which persistence a backup waits on.

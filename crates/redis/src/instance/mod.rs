@@ -30,6 +30,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod azure;
 pub mod backup;
 pub mod config;
 pub mod decide;

@@ -2,9 +2,10 @@
 //! into the data directory before redis-server ever starts.
 //!
 //! Contract:
-//! - The RedisBackup must be `Completed` with a valid S3 destination and a `backupPath` in
-//!   that bucket (`s3://<bucket>/<key>`); credentials come from the projected
-//!   `/backup-credentials` files (as the backup's), never from the API.
+//! - The RedisBackup must be `Completed` with a valid destination and a `backupPath` in its
+//!   bucket (`s3://<bucket>/<key>`) or container (`azblob://<container>/<blob>`); credentials
+//!   come from the projected `/backup-credentials` files (as the backup's), never from the
+//!   API.
 //! - An RDB lands as `dump.rdb` and as the base of a fresh `appendonlydir` (with
 //!   `appendonly yes`, Redis loads the AOF and would start empty without one — upstream's RDB
 //!   restores did); an AOF archive is extracted into a staging directory and swapped in as
@@ -21,7 +22,7 @@ use anyhow::Context as _;
 use clap::Args;
 use kube::api::Api;
 
-use super::{backup, s3};
+use super::backup;
 use crate::crd::{BackupArtifactType, BackupDestination, BackupMethod, BackupPhase, RedisBackup};
 use crate::names;
 
@@ -51,8 +52,10 @@ pub struct RestoreFlags {
     pub backup_credentials_dir: PathBuf,
 }
 
-/// Where a completed backup is (pure): bucket, key, and whether it is an AOF archive.
-pub fn locate(b: &RedisBackup) -> Result<(crate::crd::S3Destination, String, bool), String> {
+/// Where a completed backup is (pure): its destination, the object's key, and whether it is
+/// an AOF archive. The `backupPath` must be in the destination's bucket (`s3://`) or
+/// container (`azblob://`).
+pub fn locate(b: &RedisBackup) -> Result<(BackupDestination, String, bool), String> {
     let status = b.status.clone().unwrap_or_default();
     if status.phase != Some(BackupPhase::Completed) {
         return Err(format!(
@@ -62,20 +65,23 @@ pub fn locate(b: &RedisBackup) -> Result<(crate::crd::S3Destination, String, boo
         ));
     }
     BackupDestination::validate(b.spec.destination.as_ref())?;
-    let Some(d) = b.spec.destination.as_ref().and_then(|d| d.s3.clone()) else {
-        return Err("only S3 destinations can be restored by this version".into());
+    let d = b.spec.destination.clone().unwrap_or_default();
+    let (scheme, place) = match (&d.s3, &d.azure) {
+        (Some(s3), _) => ("s3://", s3.bucket.as_str()),
+        (_, Some(az)) => ("azblob://", az.container.as_str()),
+        _ => return Err("destination requires exactly one of s3 or azure".into()),
     };
     let rest = status
         .backup_path
-        .strip_prefix("s3://")
-        .ok_or_else(|| format!("backupPath {:?} is not an s3:// path", status.backup_path))?;
-    let (bucket, key) = rest
+        .strip_prefix(scheme)
+        .ok_or_else(|| format!("backupPath {:?} is not a {scheme} path", status.backup_path))?;
+    let (found, key) = rest
         .split_once('/')
         .ok_or_else(|| format!("backupPath {:?} has no key", status.backup_path))?;
-    if bucket != d.bucket || key.is_empty() {
+    if found != place || key.is_empty() {
         return Err(format!(
-            "backupPath {:?} is not in bucket {:?}",
-            status.backup_path, d.bucket
+            "backupPath {:?} is not in {place:?}",
+            status.backup_path
         ));
     }
     let aof = match status.artifact_type {
@@ -225,14 +231,12 @@ pub async fn run(flags: RestoreFlags) -> anyhow::Result<()> {
         )
     })?;
     let (dest, key, aof) = locate(&b).map_err(anyhow::Error::msg)?;
-    let creds = s3::Credentials::read(&flags.backup_credentials_dir).map_err(anyhow::Error::msg)?;
-    let http = reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .build()?;
+    let store =
+        backup::Store::open(&dest, &flags.backup_credentials_dir).map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&flags.data_dir)?;
     let tmp = flags.data_dir.join(".restore-download");
-    let bytes = backup::bucket(&dest, creds)
-        .get_to_file(&http, &key, &tmp)
+    let bytes = store
+        .get_to_file(&key, &tmp)
         .await
         .map_err(anyhow::Error::msg)?;
     let result = install(&flags.data_dir, &tmp, aof);
@@ -240,8 +244,9 @@ pub async fn run(flags: RestoreFlags) -> anyhow::Result<()> {
     result.map_err(anyhow::Error::msg)?;
     std::fs::write(&marker, b.status.map(|s| s.backup_path).unwrap_or_default())?;
     println!(
-        "restored RedisBackup {} ({bytes} bytes from s3://{}/{key})",
-        flags.backup_name, dest.bucket
+        "restored RedisBackup {} ({bytes} bytes from {})",
+        flags.backup_name,
+        store.path(&key)
     );
     Ok(())
 }
@@ -349,7 +354,7 @@ mod tests {
         };
         let (d, key, aof) = locate(&b("Completed", "s3://bk/x/b.rdb")).expect("located");
         assert_eq!(
-            (d.bucket.as_str(), key.as_str(), aof),
+            (d.s3.expect("s3").bucket.as_str(), key.as_str(), aof),
             ("bk", "x/b.rdb", false)
         );
         assert!(locate(&b("Running", "s3://bk/x/b.rdb")).is_err());

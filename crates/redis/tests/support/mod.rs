@@ -1,4 +1,9 @@
-//! Test support shared by the redis instance tests: an S3-compatible server.
+//! Test support shared by the redis tests: an S3-compatible server, and data pods made by
+//! hand ([`pods`]).
+#![allow(dead_code)]
+
+pub mod operator;
+pub mod pods;
 
 use std::path::PathBuf;
 

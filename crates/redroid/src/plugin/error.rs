@@ -1,8 +1,6 @@
 //! The plugin's single error type: every failure is one line naming the object involved, and
 //! carries a category (`user`, `not-found`, `api`, `local`) for callers that want to branch.
 
-use std::path::PathBuf;
-
 /// A failed plugin command.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
@@ -26,13 +24,8 @@ pub enum PluginError {
         source: kube::Error,
     },
     /// The kubeconfig could not be loaded.
-    #[error("kubeconfig {paths:?}: {reason}")]
-    Kubeconfig {
-        /// Files tried.
-        paths: Vec<PathBuf>,
-        /// Why it failed.
-        reason: String,
-    },
+    #[error(transparent)]
+    Kubeconfig(#[from] kit::plugin::kubeconfig::KubeconfigError),
     /// A `--for` value is not a duration.
     #[error("invalid duration {input:?}: {reason} (examples: 90s, 30m, 2h, 1h30m)")]
     InvalidDuration {
@@ -126,7 +119,7 @@ impl PluginError {
             | PluginError::OneShotTask { .. }
             | PluginError::NoPod { .. } => "user",
             PluginError::Api { .. } | PluginError::Forward { .. } => "api",
-            PluginError::Kubeconfig { .. }
+            PluginError::Kubeconfig(_)
             | PluginError::AdbNotFound
             | PluginError::Adb { .. }
             | PluginError::Io { .. } => "local",

@@ -18,10 +18,10 @@ use super::duration::{age_since, parse_duration};
 use super::error::PluginError;
 use super::kubeconfig::Session;
 use super::portforward::{self, InstanceResolver, PodDialer, PodResolver, Retry};
-use super::table::{Describe, Table, or_none};
 use super::{adb, describe_conditions, write_out};
 use crate::crd::{RedroidInstance, TemporaryOverride};
 use crate::names;
+use kit::plugin::table::{Describe, Table, or_none};
 
 const KIND: &str = "redroidinstance";
 /// Field manager of the plugin's status patches.
@@ -165,18 +165,19 @@ pub async fn run(
 
 /// Fetches an instance, with a not-found error naming it.
 pub async fn get(s: &Session, name: &str) -> Result<RedroidInstance, PluginError> {
-    s.get(KIND, name).await
+    super::kubeconfig::get(s, KIND, name).await
 }
 
 async fn list(s: &Session, all: bool, out: &mut impl Write) -> Result<(), PluginError> {
-    let items: Vec<RedroidInstance> = s.list_sorted("redroidinstances", all).await?;
+    let items: Vec<RedroidInstance> =
+        super::kubeconfig::list_sorted(s, "redroidinstances", all).await?;
     write_out(out, &list_table(&items, all, &s.namespace))
 }
 
 /// The `instance list` output for these instances.
 pub fn list_table(items: &[RedroidInstance], all: bool, namespace: &str) -> String {
     if items.is_empty() {
-        return super::table::no_resources(all, namespace);
+        return kit::plugin::table::no_resources(all, namespace);
     }
     let mut header = vec![
         "NAME",

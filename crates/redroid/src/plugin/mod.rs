@@ -13,7 +13,6 @@ pub mod instance;
 pub mod kubeconfig;
 pub mod logs;
 pub mod portforward;
-pub mod table;
 pub mod task;
 
 use std::io::Write;
@@ -25,8 +24,8 @@ pub use error::PluginError;
 
 use self::instance::InstanceCommand;
 use self::kubeconfig::GlobalFlags;
-use self::table::Describe;
 use self::task::TaskCommand;
+use kit::plugin::table::Describe;
 
 /// The command line of `kubectl redroid`.
 #[derive(Parser, Debug)]

@@ -19,10 +19,10 @@ use super::duration::age_since;
 use super::error::PluginError;
 use super::kubeconfig::Session;
 use super::logs::{containers_in_order, copy_logs, newest_job};
-use super::table::{Describe, Table};
 use super::{describe_conditions, write_out};
 use crate::crd::RedroidTask;
 use crate::names;
+use kit::plugin::table::{Describe, Table};
 
 const KIND: &str = "redroidtask";
 
@@ -78,11 +78,11 @@ pub async fn run(cmd: TaskCommand, s: &Session, out: &mut impl Write) -> Result<
 }
 
 async fn get(s: &Session, name: &str) -> Result<RedroidTask, PluginError> {
-    s.get(KIND, name).await
+    super::kubeconfig::get(s, KIND, name).await
 }
 
 async fn list(s: &Session, all: bool, out: &mut impl Write) -> Result<(), PluginError> {
-    let items: Vec<RedroidTask> = s.list_sorted("redroidtasks", all).await?;
+    let items: Vec<RedroidTask> = super::kubeconfig::list_sorted(s, "redroidtasks", all).await?;
     write_out(out, &list_table(&items, all, &s.namespace))
 }
 
@@ -97,7 +97,7 @@ fn schedule_of(t: &RedroidTask) -> String {
 /// The `task list` output for these tasks.
 pub fn list_table(items: &[RedroidTask], all: bool, namespace: &str) -> String {
     if items.is_empty() {
-        return super::table::no_resources(all, namespace);
+        return kit::plugin::table::no_resources(all, namespace);
     }
     let mut header = vec![
         "NAME",

@@ -1,0 +1,455 @@
+//! The RedisBackup controller: each backup is taken by an instance manager in the
+//! background (`POST /v1/backup`) and followed on later passes (`GET /v1/backup/<id>`);
+//! no pass waits for it.
+//!
+//! Contract of [`reconcile`], one pass as named steps:
+//! `observe → decide → (fail | wait | start | follow) → sync_cluster`.
+//! - `observe` ([`observe`]): the cluster; while the backup is not over, its data pods, the
+//!   instance API client and, to choose a target, every instance's status.
+//! - `decide` ([`decide::decide`]): pure; the target is chosen by [`target::select`].
+//! - `start`: the status goes `Running` with `targetPod` and `startedAt` **before** the
+//!   request, so a pass that stops in between follows the backup on the next one (a 404
+//!   there starts it again, the request being idempotent by name).
+//! - `follow`: one `GET /v1/backup/<name>` per pass, [`decide::follow`] says what it means;
+//!   the next pass is a requeue ([`decide::poll_interval`]).
+//! - `sync_cluster`: the cluster's `lastSuccessfulBackup`, `lastFailedBackup` and
+//!   `LastBackupSucceeded` ([`summary::cluster_status`], written by [`apply::cluster_status`])
+//!   and the metrics ([`metrics`]), from every backup of the cluster in the cache.
+//!
+//! Events: `BackupPending` (when the reason changes), `BackupStarted`, `BackupRestarted`,
+//! `BackupCompleted`, `BackupFailed` (Warning).
+//!
+//! [`run`] watches RedisBackups, and RedisClusters mapped to their newest finished backup
+//! (so a cluster status that lost the backup fields is repaired).
+
+pub mod apply;
+pub mod decide;
+pub mod metrics;
+pub mod observe;
+pub mod status;
+pub mod summary;
+pub mod target;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kit::controller::{ControllerSettings, RunContext, run_controller};
+use kit::events::{Recorder, Reporter};
+use kit::reconcile::{Backoff, Outcome, ReconcileError};
+use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, controller::Action, watcher};
+use kube::{Client, ResourceExt};
+
+use crate::crd::{BackupDestination, BackupMethod, BackupPhase, RedisBackup, RedisCluster};
+use crate::instance_api::BackupRequest;
+use crate::instance_client::{Connector, Started};
+use crate::names;
+use decide::{Next, Poll, Step};
+use observe::Observed;
+
+/// Default of `--backup-timeout`: how long a backup may wait for an instance, and then run.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// What both backup controllers share.
+pub struct Shared {
+    /// The operator's client.
+    pub client: Client,
+    /// Publishes Events as `redis-operator`.
+    pub recorder: Recorder,
+    /// Per-object back-off of failed passes.
+    pub backoff: Backoff,
+    /// The backup metrics.
+    pub metrics: metrics::BackupMetrics,
+    /// How long a backup may wait for an instance, and then run.
+    pub timeout: Duration,
+    /// Makes the instance API clients.
+    pub connector: Arc<dyn Connector>,
+    // The last pending reason announced per backup (uid), so BackupPending is published
+    // when it changes, not every pass.
+    pending: Mutex<HashMap<String, String>>,
+}
+
+impl Shared {
+    /// Shared state for the controllers.
+    pub fn new(
+        client: Client,
+        metrics: &kit::metrics::Metrics,
+        timeout: Duration,
+        connector: Arc<dyn Connector>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: names::FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            backoff: Backoff::default(),
+            metrics: metrics::BackupMetrics::register(metrics),
+            timeout,
+            connector,
+            pending: Mutex::default(),
+        }
+    }
+
+    fn announce_pending(&self, uid: &str, why: &str) -> bool {
+        let mut m = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(uid.to_owned(), why.to_owned()).as_deref() != Some(why)
+    }
+
+    fn forget_pending(&self, uid: &str) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(uid);
+    }
+}
+
+/// A backup pass's context: the shared state and the cache of RedisBackups.
+pub struct Ctx {
+    /// Shared state.
+    pub shared: Arc<Shared>,
+    /// Every RedisBackup (the controller's own cache).
+    pub backups: Store<RedisBackup>,
+}
+
+/// A failed pass, by step.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// Reading failed.
+    #[error(transparent)]
+    Observe(#[from] observe::ObserveError),
+    /// Writing the backup's status failed.
+    #[error(transparent)]
+    Status(#[from] status::StatusError),
+    /// Writing the cluster's backup status failed.
+    #[error(transparent)]
+    ClusterStatus(#[from] apply::ClusterStatusError),
+}
+
+impl ReconcileError for BackupError {
+    fn category(&self) -> &'static str {
+        match self {
+            BackupError::Observe(e) => e.category(),
+            BackupError::Status(_) => "write_status",
+            BackupError::ClusterStatus(_) => "write_cluster_status",
+        }
+    }
+}
+
+fn phase(b: &RedisBackup) -> Option<BackupPhase> {
+    b.status.as_ref().and_then(|s| s.phase)
+}
+
+fn created(b: &RedisBackup) -> Timestamp {
+    b.metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or_else(Timestamp::now, |t| t.0)
+}
+
+fn started(b: &RedisBackup) -> Timestamp {
+    b.status
+        .as_ref()
+        .and_then(|s| s.started_at.as_ref())
+        .map_or_else(|| created(b), |t| t.0)
+}
+
+/// One pass (see the module contract).
+pub async fn reconcile(b: Arc<RedisBackup>, ctx: Arc<Ctx>) -> Result<Action, BackupError> {
+    let now = Timestamp::now();
+    let active = !matches!(
+        phase(&b),
+        Some(BackupPhase::Completed | BackupPhase::Failed)
+    );
+    let obs = observe::observe(&ctx, &b, active).await?;
+    let choosing = active
+        && (phase(&b) != Some(BackupPhase::Running)
+            || b.status.as_ref().is_none_or(|s| s.target_pod.is_empty()));
+    let candidates = if choosing {
+        observe::candidates(&obs).await
+    } else {
+        Vec::new()
+    };
+    let step = decide::decide(&decide::Facts {
+        now,
+        created: created(&b),
+        phase: phase(&b),
+        started: b
+            .status
+            .as_ref()
+            .and_then(|s| s.started_at.as_ref().map(|t| t.0)),
+        target_pod: b.status.as_ref().map_or("", |s| s.target_pod.as_str()),
+        destination: BackupDestination::validate(b.spec.destination.as_ref()),
+        cluster: match &obs.cluster {
+            None => decide::Cluster::Missing,
+            Some(c) => decide::Cluster::Present(observe::check_cluster(c)),
+        },
+        choice: target::select(b.spec.target, &obs.primary(), &candidates),
+        timeout: ctx.shared.timeout,
+    });
+    let (outcome, b) = run_step(&ctx, &b, &obs, step, now).await?;
+    sync_cluster(&ctx, &b, &obs, now).await?;
+    Ok(ctx.shared.backoff.succeeded(&b, outcome))
+}
+
+async fn run_step(
+    ctx: &Ctx,
+    b: &RedisBackup,
+    obs: &Observed,
+    step: Step,
+    now: Timestamp,
+) -> Result<(Outcome, RedisBackup), BackupError> {
+    let s = b.status.clone().unwrap_or_default();
+    match step {
+        Step::Finished => Ok((Outcome::Done, b.clone())),
+        Step::Fail(msg) => fail(ctx, b, &msg, now).await,
+        Step::Wait(why) => {
+            let b = write(ctx, b, status::pending(&s)).await?;
+            if ctx
+                .shared
+                .announce_pending(&b.uid().unwrap_or_default(), &why)
+            {
+                let note = format!("waiting for an instance: {why}");
+                apply::event(&ctx.shared.recorder, &b, false, "BackupPending", note).await;
+            }
+            Ok((Outcome::RequeueAfter(decide::WAIT_INTERVAL), b))
+        }
+        Step::Start(c) => {
+            let b = write(ctx, b, status::running(&s, &c.pod, now)).await?;
+            ctx.shared.forget_pending(&b.uid().unwrap_or_default());
+            let role = if c.replica { "replica" } else { "primary" };
+            let note = format!("taking the backup on {} ({role})", c.pod);
+            apply::event(&ctx.shared.recorder, &b, false, "BackupStarted", note).await;
+            send(ctx, &b, obs, &c.ip, now).await
+        }
+        Step::Follow { .. } => follow(ctx, b, obs, now).await,
+    }
+}
+
+async fn write(
+    ctx: &Ctx,
+    b: &RedisBackup,
+    desired: crate::crd::RedisBackupStatus,
+) -> Result<RedisBackup, BackupError> {
+    let api = Api::<RedisBackup>::namespaced(
+        ctx.shared.client.clone(),
+        &b.namespace().unwrap_or_default(),
+    );
+    if status::write(&api, b, &desired).await? {
+        tracing::info!(backup = %b.name_any(), phase = ?desired.phase, target = %desired.target_pod, error = %desired.error, "backup status");
+    }
+    let mut b = b.clone();
+    b.status = Some(desired);
+    Ok(b)
+}
+
+async fn fail(
+    ctx: &Ctx,
+    b: &RedisBackup,
+    msg: &str,
+    now: Timestamp,
+) -> Result<(Outcome, RedisBackup), BackupError> {
+    let s = b.status.clone().unwrap_or_default();
+    let b = write(ctx, b, status::failed(&s, msg, now)).await?;
+    ctx.shared.forget_pending(&b.uid().unwrap_or_default());
+    apply::event(
+        &ctx.shared.recorder,
+        &b,
+        true,
+        "BackupFailed",
+        msg.to_owned(),
+    )
+    .await;
+    Ok((Outcome::Done, b))
+}
+
+fn request(b: &RedisBackup) -> BackupRequest {
+    BackupRequest {
+        backup_name: b.name_any(),
+        method: match b.spec.method {
+            BackupMethod::Rdb => "rdb",
+            BackupMethod::Aof => "aof",
+        }
+        .into(),
+        destination: b.spec.destination.clone().unwrap_or_default(),
+    }
+}
+
+// `POST /v1/backup` to the target; its answer is handled like a poll's.
+async fn send(
+    ctx: &Ctx,
+    b: &RedisBackup,
+    obs: &Observed,
+    ip: &str,
+    now: Timestamp,
+) -> Result<(Outcome, RedisBackup), BackupError> {
+    let instances = match &obs.instances {
+        Ok(i) => i.clone(),
+        Err(e) => return Ok((again(e), b.clone())),
+    };
+    match instances.start_backup(ip, &request(b)).await {
+        Ok(Started::Accepted(r)) if r.phase != "Running" => {
+            let next = decide::follow(Poll::Answer(r), now, started(b), ctx.shared.timeout, false);
+            act(ctx, b, obs, next, now).await
+        }
+        Ok(Started::Accepted(_)) => Ok((Outcome::RequeueAfter(Duration::from_secs(1)), b.clone())),
+        Ok(Started::Refused(reason)) => {
+            fail(ctx, b, &format!("the instance refused: {reason}"), now).await
+        }
+        Err(e) => Ok((again(&e.to_string()), b.clone())),
+    }
+}
+
+fn again(why: &str) -> Outcome {
+    tracing::info!(reason = %why, "the instance did not answer; asking again");
+    Outcome::RequeueAfter(Duration::from_secs(1))
+}
+
+async fn follow(
+    ctx: &Ctx,
+    b: &RedisBackup,
+    obs: &Observed,
+    now: Timestamp,
+) -> Result<(Outcome, RedisBackup), BackupError> {
+    let pod_name = b
+        .status
+        .as_ref()
+        .map(|s| s.target_pod.clone())
+        .unwrap_or_default();
+    let poll = match (obs.pod(&pod_name), &obs.instances) {
+        (None, _) => Poll::PodGone,
+        (Some(_), Err(e)) => Poll::NoAnswer(e.clone()),
+        (Some(p), Ok(i)) => match observe::ip_of(p) {
+            None => Poll::NoAnswer(format!("{pod_name} has no IP")),
+            Some(ip) => match i.backup(&ip, &b.name_any()).await {
+                Ok(Some(r)) => Poll::Answer(r),
+                Ok(None) => Poll::Unknown,
+                Err(e) => Poll::NoAnswer(e.to_string()),
+            },
+        },
+    };
+    let restartable = poll == Poll::Unknown && {
+        let candidates = observe::candidates(obs).await;
+        target::qualifies(b.spec.target, &obs.primary(), &candidates, &pod_name)
+    };
+    let next = decide::follow(poll, now, started(b), ctx.shared.timeout, restartable);
+    act(ctx, b, obs, next, now).await
+}
+
+async fn act(
+    ctx: &Ctx,
+    b: &RedisBackup,
+    obs: &Observed,
+    next: Next,
+    now: Timestamp,
+) -> Result<(Outcome, RedisBackup), BackupError> {
+    let s = b.status.clone().unwrap_or_default();
+    match next {
+        Next::Again(d) => Ok((Outcome::RequeueAfter(d), b.clone())),
+        Next::Fail(msg) => fail(ctx, b, &msg, now).await,
+        Next::Complete(r) => {
+            let b = write(ctx, b, status::completed(&s, &r, now)).await?;
+            let note = format!("stored at {} ({} bytes)", r.backup_path, r.backup_size);
+            apply::event(&ctx.shared.recorder, &b, false, "BackupCompleted", note).await;
+            Ok((Outcome::Done, b))
+        }
+        Next::Restart => {
+            let pod = obs.pod(&s.target_pod).and_then(observe::ip_of);
+            let note = format!(
+                "{} no longer knows the backup (it restarted): starting it again there",
+                s.target_pod
+            );
+            apply::event(&ctx.shared.recorder, b, true, "BackupRestarted", note).await;
+            match pod {
+                Some(ip) => Box::pin(send(ctx, b, obs, &ip, now)).await,
+                None => Ok((again("no IP"), b.clone())),
+            }
+        }
+    }
+}
+
+// The cluster's backup status and the metrics, from every backup of the cluster.
+async fn sync_cluster(
+    ctx: &Ctx,
+    b: &RedisBackup,
+    obs: &Observed,
+    now: Timestamp,
+) -> Result<(), BackupError> {
+    let ns = b.namespace().unwrap_or_default();
+    let cluster = &b.spec.cluster_name;
+    let cached = ctx.backups.state();
+    let mut backups: Vec<&RedisBackup> = cached
+        .iter()
+        .map(|a| a.as_ref())
+        .filter(|a| a.namespace().as_deref() == Some(&ns) && &a.spec.cluster_name == cluster)
+        .filter(|a| a.uid() != b.uid())
+        .collect();
+    backups.push(b);
+    let live = obs
+        .cluster
+        .as_ref()
+        .and_then(|c| c.status.clone())
+        .unwrap_or_default();
+    let floor = live.last_successful_backup.as_ref().map(|t| t.0);
+    ctx.shared.metrics.refresh(&ns, cluster, &backups, floor);
+    let Some(c) = &obs.cluster else {
+        return Ok(());
+    };
+    if let Some(d) = summary::cluster_status(&live, &backups, c.metadata.generation, now) {
+        apply::cluster_status(&ctx.shared.client, c, &d).await?;
+    }
+    Ok(())
+}
+
+/// What to do after a failed pass: per-object back-off.
+pub fn error_policy(b: Arc<RedisBackup>, err: &BackupError, ctx: Arc<Ctx>) -> Action {
+    ctx.shared.backoff.failed(&*b, err)
+}
+
+// The newest finished backup of a cluster: the one whose pass re-checks the cluster's
+// backup status when the cluster changes.
+fn newest_finished(store: &Store<RedisBackup>, c: &RedisCluster) -> Option<ObjectRef<RedisBackup>> {
+    let ns = c.namespace();
+    let cached = store.state();
+    let mine: Vec<&RedisBackup> = cached
+        .iter()
+        .map(|b| b.as_ref())
+        .filter(|b| b.namespace() == ns && b.spec.cluster_name == c.name_any())
+        .collect();
+    [BackupPhase::Completed, BackupPhase::Failed]
+        .into_iter()
+        .filter_map(|p| summary::newest(&mine, p))
+        .max_by_key(|b| summary::finished_at(b))
+        .map(ObjectRef::from_obj)
+}
+
+/// Runs the RedisBackup controller until `rc.shutdown`; `namespace` limits every watch.
+pub async fn run(
+    shared: Arc<Shared>,
+    rc: RunContext,
+    namespace: Option<String>,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    let client = shared.client.clone();
+    let ns = namespace.as_deref();
+    let wc = watcher::Config::default();
+    let controller = Controller::new(kit::events::scoped::<RedisBackup>(&client, ns), wc.clone());
+    let store = controller.store();
+    let mapper = store.clone();
+    let clusters = kit::events::scoped::<RedisCluster>(&client, ns);
+    let controller = controller.watches(clusters, wc, move |c| newest_finished(&mapper, &c));
+    let ctx = Arc::new(Ctx {
+        shared,
+        backups: store,
+    });
+    let settings = ControllerSettings {
+        max_concurrent_reconciles: concurrency,
+        ..ControllerSettings::new(names::controller::BACKUP)
+    };
+    run_controller(controller, &settings, &rc, reconcile, error_policy, ctx).await;
+    Ok(())
+}
