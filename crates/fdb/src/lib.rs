@@ -1,0 +1,5 @@
+//! Flotilla's FoundationDB operator: a drop-in replacement for
+//! FoundationDB/fdb-kubernetes-operator v2 (`apps.foundationdb.org/v1beta2`).
+
+pub mod admin;
+pub mod crd;
