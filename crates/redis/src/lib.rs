@@ -16,6 +16,8 @@ pub mod admission;
 pub mod cli;
 pub mod copy_binary;
 pub mod crd;
+pub mod https;
+pub mod instance;
 pub mod instance_api;
 pub mod names;
 pub mod quantity;

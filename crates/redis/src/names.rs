@@ -129,7 +129,9 @@ pub const PATH_STATUS: &str = "/v1/status";
 pub const PATH_PROMOTE: &str = "/v1/promote";
 /// Demote this instance to a replica of `primaryIP`.
 pub const PATH_DEMOTE: &str = "/v1/demote";
-/// Take a backup and upload it.
+/// Hand the primary role over to a replica (sent to the current primary).
+pub const PATH_SWITCHOVER: &str = "/v1/switchover";
+/// Take a backup and upload it (`GET /v1/backup/<id>` reports it).
 pub const PATH_BACKUP: &str = "/v1/backup";
 
 // Inside data pods.
