@@ -11,6 +11,7 @@
 //!   layer the lock record uses; [`lock`] holds the lock semantics as a pure decision.
 
 pub mod cli;
+pub mod fake;
 pub mod keys;
 pub mod lock;
 pub mod status;
