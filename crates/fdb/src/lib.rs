@@ -2,4 +2,5 @@
 //! FoundationDB/fdb-kubernetes-operator v2 (`apps.foundationdb.org/v1beta2`).
 
 pub mod admin;
+pub mod cluster;
 pub mod crd;

@@ -201,7 +201,7 @@ impl FakeDatabase {
 
     /// Derives the processes from pods as upstream's mock does: one process per running pod
     /// with an IP, at `<pod IP>:4501`, class and instance ID from the pod's labels, zone = the
-    /// node's name, version `version`. Pods without an IP or being deleted have no process.
+    /// pod's `FDB_ZONE_ID` (its name or its node), version `version`. Pods without an IP or being deleted have no process.
     pub fn sync_pods(
         &self,
         pods: &[k8s_openapi::api::core::v1::Pod],
@@ -223,11 +223,7 @@ impl FakeDatabase {
                 continue;
             };
             let address = format!("{ip}:4501");
-            let zone = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
+            let zone = zone_of(pod);
             let existing = st.processes.get(&address);
             let process = FakeProcess {
                 address: address.clone(),
@@ -241,6 +237,17 @@ impl FakeDatabase {
             next.insert(address, process);
         }
         st.processes = next;
+    }
+
+    /// Instance IDs of processes that still hold data (stateful, not excluded or still
+    /// draining), read without moving the drain along.
+    pub fn holding_data(&self) -> BTreeSet<String> {
+        let st = self.st();
+        st.processes
+            .values()
+            .filter(|p| st.holds_data(p))
+            .map(|p| p.instance_id.clone())
+            .collect()
     }
 
     /// A lock client for the operator instance `owner` (its process-group-ID prefix).
@@ -375,6 +382,36 @@ impl FakeDatabase {
         st.calls.push(words);
         st.take_failure(method)?;
         Ok(st)
+    }
+}
+
+/// The pod's `FDB_ZONE_ID` as the monitor would substitute it: a literal value, the pod's
+/// name or its node (the default).
+fn zone_of(pod: &k8s_openapi::api::core::v1::Pod) -> String {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    let env = pod
+        .spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.env.iter().flatten())
+        .find(|e| e.name == "FDB_ZONE_ID");
+    match env {
+        Some(e) if e.value.is_some() => e.value.clone().unwrap_or_default(),
+        Some(e) => match e
+            .value_from
+            .as_ref()
+            .and_then(|v| v.field_ref.as_ref())
+            .map(|f| f.field_path.as_str())
+        {
+            Some("metadata.name") => name,
+            _ => node,
+        },
+        None => node,
     }
 }
 
