@@ -4,6 +4,8 @@
 //! excludes before it removes, deletes no pod whose process still holds data, and includes
 //! only after the recovery gate.
 //!
+//! The operator runs as its ServiceAccount under the hand-written RBAC of `deploy/fdb/rbac`.
+//!
 //! The simulator side: a background task derives the fake database's processes from the
 //! pods (one process per running pod, as upstream's mock does) and records any pod that
 //! disappeared while its process still held data.
@@ -30,6 +32,7 @@ struct Harness {
     clients: FakeClients,
     token: CancellationToken,
     violations: Arc<Mutex<Vec<String>>>,
+    _rbac: testenv::rbac::ClusterCleanup,
 }
 
 impl Harness {
@@ -41,11 +44,23 @@ impl Harness {
                 .expect("install CRD");
         }
         let ns = TestNamespace::new(&client, prefix).await;
+        let rbac_dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fdb/rbac");
+        let rbac = testenv::rbac::install_rbac(&client, &rbac_dir, "fdb-operator-system", &ns.name)
+            .await
+            .expect("install RBAC");
+        let operator = testenv::service_account_client(
+            &client,
+            &ns.name,
+            "fdb-kubernetes-operator-controller-manager",
+        )
+        .await
+        .expect("operator client");
         let clients = FakeClients::default();
         let token = CancellationToken::new();
-        let ctx = Arc::new(Context::new(client.clone(), Arc::new(clients.clone())));
+        let ctx = Arc::new(Context::new(operator.clone(), Arc::new(clients.clone())));
         let rc = kit::controller::RunContext {
-            client: client.clone(),
+            client: operator,
             metrics: kit::metrics::Metrics::new(),
             readiness: kit::health::Readiness::new(),
             shutdown: token.clone(),
@@ -60,6 +75,7 @@ impl Harness {
             clients,
             token,
             violations,
+            _rbac: rbac,
         }
     }
 
