@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fdb::admin::LockClient;
 use fdb::admin::fake::FakeDatabase;
 use fdb::cluster::{Context, FakeClients};
 use fdb::crd::FoundationDBCluster;
@@ -299,6 +300,169 @@ async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
     );
     assert!(no_wait < blocking && blocking < include, "{calls:?}");
     assert!(db.exclusions().is_empty(), "included again");
+    let violations = h.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
+async fn create(h: &Harness, name: &str, spec: serde_json::Value) -> FoundationDBCluster {
+    let mut full = json!({
+        "version": "7.1.57",
+        "faultDomain": {"key": "foundationdb.org/none"},
+        "routing": {"useDNSInClusterFile": false},
+        "processes": {"general": {"volumeClaimTemplate": {"spec": {"resources": {"requests": {"storage": "1G"}}}}}},
+    });
+    for (k, v) in spec.as_object().unwrap() {
+        full[k] = v.clone();
+    }
+    let cluster: FoundationDBCluster = serde_json::from_value(json!({
+        "apiVersion": "apps.foundationdb.org/v1beta2",
+        "kind": "FoundationDBCluster",
+        "metadata": {"name": name},
+        "spec": full,
+    }))
+    .unwrap();
+    h.clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .expect("create");
+    h.reconciled(name, Duration::from_secs(180)).await
+}
+
+#[tokio::test]
+async fn a_coordinator_is_removed_only_after_new_coordinators_and_the_lock_obeys_the_deny_list() {
+    let h = Harness::start("fdb-coordinator").await;
+    let name = "locked";
+    h.simulate(name);
+    let db = h.db(name);
+    db.set_drain_reads(3);
+    let c = create(
+        &h,
+        name,
+        json!({"processGroupIDPrefix": "dc1", "lockOptions": {"disableLocks": false}}),
+    )
+    .await;
+    let status = c.status.clone().unwrap();
+    let old = fdb::crd::ConnectionString::parse(&status.connection_string).unwrap();
+    let coordinator_ip = old.coordinators[0].split(':').next().unwrap().to_owned();
+    let group = status
+        .process_groups
+        .iter()
+        .find(|g| g.addresses.contains(&coordinator_ip))
+        .expect("the coordinator's group")
+        .clone();
+    let id = group.process_group_id.to_string();
+
+    // Another operator instance ("dc2") holds the lock: the removal waits for it.
+    let b = db.lock_client("dc2", 3600);
+    b.take_lock().await.unwrap();
+    db.advance(700);
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"processGroupsToRemove": [id]}})),
+        )
+        .await
+        .unwrap();
+    testenv::eventually(
+        "operator dc1 refused the lock",
+        Duration::from_secs(120),
+        || async {
+            db.calls()
+                .iter()
+                .any(|c| c == "lock dc1: held by dc2")
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        !db.calls().iter().any(|c| c.starts_with("exclude")),
+        "nothing excluded without the lock: {:?}",
+        db.calls()
+    );
+
+    // Deny "dc2": operator dc1 takes dc2's unexpired lock over and goes on.
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"lockOptions": {"denyList": [{"id": "dc2"}]}}})),
+        )
+        .await
+        .unwrap();
+    testenv::eventually(
+        "removed coordinator excluded and gone",
+        Duration::from_secs(120),
+        || async {
+            let c = h.clusters().get(name).await.ok()?;
+            let g =
+                c.status?.process_groups.into_iter().find(|g| {
+                    g.process_group_id.as_str() == id && g.exclusion_timestamp.is_some()
+                })?;
+            let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
+            pods.get_opt(&g.pod_name(name))
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    db.advance(700);
+    let c = h.reconciled(name, Duration::from_secs(120)).await;
+    let status = c.status.unwrap();
+    assert!(
+        !status
+            .process_groups
+            .iter()
+            .any(|g| g.process_group_id.as_str() == id)
+    );
+    assert_eq!(status.locks.deny_list, vec!["dc2"]);
+    let new = fdb::crd::ConnectionString::parse(&status.connection_string).unwrap();
+    assert_eq!(new.coordinators.len(), 3);
+    assert!(!new.coordinators.contains(&old.coordinators[0]), "{new:?}");
+    assert_ne!(new.generation_id, old.generation_id);
+
+    let calls = db.calls();
+    let at = |pred: &dyn Fn(&String) -> bool, what: &str| {
+        calls
+            .iter()
+            .position(pred)
+            .unwrap_or_else(|| panic!("no {what} in {calls:?}"))
+    };
+    let no_wait = at(
+        &|c| c == &format!("exclude no_wait locality_instance_id:{id}"),
+        "exclude no_wait",
+    );
+    let taken = at(&|c| c == "lock dc1: taken", "lock taken by a");
+    let coordinators = at(&|c| c.starts_with("coordinators "), "coordinator change");
+    let verified = at(
+        &|c| c == &format!("exclude locality_instance_id:{id}"),
+        "verifying exclude",
+    );
+    let include = at(&|c| c.starts_with("include ") && c.contains(&id), "include");
+    assert!(taken < no_wait, "{calls:?}");
+    assert!(
+        no_wait < coordinators && coordinators < verified && verified < include,
+        "{calls:?}"
+    );
+    assert!(
+        !calls[coordinators].contains(&old.coordinators[0]),
+        "{calls:?}"
+    );
+    // dc2 stays denied; dc1 released the lock once reconciled.
+    assert!(matches!(
+        b.take_lock().await,
+        Err(fdb::admin::AdminError::LockDenied(_))
+    ));
+    // The release follows the write of the reconciled status in the same step.
+    testenv::eventually("lock released", Duration::from_secs(30), || async {
+        db.lock_record().is_none().then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}", db.lock_record()));
     let violations = h.violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:?}");
 }

@@ -19,7 +19,8 @@
 //!   kill and coordinator changes reset the recovery timer.
 //! - The lock follows [`super::lock`] exactly (expiry against the clock, deny list, owner
 //!   take-over); every instance created by [`FakeDatabase::lock_client`] shares the records.
-//! - Every call is logged in fdbcli's words ([`FakeDatabase::calls`]); [`FakeDatabase::fail`]
+//! - Every call is logged in fdbcli's words (lock takes as `lock <owner>: taken|held by
+//!   <owner>|denied`) ([`FakeDatabase::calls`]); [`FakeDatabase::fail`]
 //!   makes the next call of one method fail, [`FakeDatabase::set_available`] makes the whole
 //!   database unavailable.
 
@@ -729,24 +730,33 @@ impl LockClient for FakeLockClient {
             .lock
             .as_ref()
             .is_some_and(|l| st.deny_list.contains(&l.owner));
-        match lock::take(
+        let decision = lock::take(
             st.lock.as_ref(),
             &self.owner,
             me_denied,
             owner_denied,
             st.now,
             self.duration_secs,
-        ) {
+        );
+        let (entry, result) = match decision {
             TakeDecision::Write(record) => {
                 st.lock = Some(record);
-                Ok(())
+                ("taken".to_owned(), Ok(()))
             }
-            TakeDecision::Denied => Err(AdminError::LockDenied(self.owner.clone())),
-            TakeDecision::Held(record) => Err(AdminError::LockHeld {
-                owner: record.owner,
-                expires: record.end,
-            }),
-        }
+            TakeDecision::Denied => (
+                "denied".to_owned(),
+                Err(AdminError::LockDenied(self.owner.clone())),
+            ),
+            TakeDecision::Held(record) => (
+                format!("held by {}", record.owner),
+                Err(AdminError::LockHeld {
+                    owner: record.owner,
+                    expires: record.end,
+                }),
+            ),
+        };
+        st.calls.push(format!("lock {}: {entry}", self.owner));
+        result
     }
 
     async fn release_lock(&self) -> Result<(), AdminError> {
