@@ -466,3 +466,78 @@ async fn a_coordinator_is_removed_only_after_new_coordinators_and_the_lock_obeys
     let violations = h.violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:?}");
 }
+
+#[tokio::test]
+async fn an_unavailable_database_gets_nothing_destructive_and_the_status_says_so() {
+    let h = Harness::start("fdb-unavailable").await;
+    let name = "dark";
+    h.simulate(name);
+    let db = h.db(name);
+    create(&h, name, json!({})).await;
+    db.advance(700);
+    db.set_available(false);
+    let before = db.calls().len();
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"processCounts": {"storage": 2}}})),
+        )
+        .await
+        .unwrap();
+    let c = testenv::wait_for(
+        &h.clusters(),
+        name,
+        Duration::from_secs(60),
+        |c: &FoundationDBCluster| {
+            let s = c.status.clone().unwrap_or_default();
+            let generation = c.metadata.generation.unwrap_or(-1);
+            !s.health.available
+                && s.generations.database_unavailable == generation
+                && s.generations.reconciled < generation
+                && s.process_groups.iter().any(|g| g.is_marked_for_removal())
+        },
+    )
+    .await
+    .expect("status reports the unavailable database");
+    let issued: Vec<String> = db.calls()[before..]
+        .iter()
+        .filter(|c| !c.starts_with("lock "))
+        .cloned()
+        .collect();
+    assert!(
+        issued.is_empty(),
+        "nothing issued to an unavailable database: {issued:?}"
+    );
+    let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
+    for g in c.status.unwrap().process_groups {
+        assert!(
+            pods.get_opt(&g.pod_name(name)).await.unwrap().is_some(),
+            "{} kept",
+            g.process_group_id
+        );
+    }
+    // Back online: the scale-down completes.
+    db.set_available(true);
+    testenv::eventually("exclusion issued", Duration::from_secs(60), || async {
+        db.calls()
+            .iter()
+            .any(|c| c.starts_with("exclude no_wait"))
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    testenv::eventually("removed group gone", Duration::from_secs(120), || async {
+        let c = h.clusters().get(name).await.ok()?;
+        let s = c.status?;
+        s.process_groups
+            .iter()
+            .any(|g| g.is_marked_for_removal() && g.exclusion_timestamp.is_some())
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    db.advance(700);
+    let c = h.reconciled(name, Duration::from_secs(120)).await;
+    assert_eq!(storage_groups(&c).len(), 2);
+}
