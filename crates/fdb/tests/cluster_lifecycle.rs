@@ -135,6 +135,24 @@ impl Harness {
         .await
         .expect("cluster reconciled")
     }
+
+    /// Reconciled with every removal finished: a pending removal (resources terminating or
+    /// waiting for the include) does not block `reconciled`, as upstream.
+    async fn removals_done(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
+        testenv::wait_for(
+            &self.clusters(),
+            name,
+            timeout,
+            |c: &FoundationDBCluster| {
+                let s = c.status.clone().unwrap_or_default();
+                s.configured
+                    && s.generations.reconciled == c.metadata.generation.unwrap_or(-1)
+                    && !s.process_groups.iter().any(|g| g.is_marked_for_removal())
+            },
+        )
+        .await
+        .expect("cluster reconciled without pending removals")
+    }
 }
 
 impl Drop for Harness {
@@ -255,7 +273,7 @@ async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
     // inclusion gate (the exclusion was a recovery).
     let excluded = testenv::eventually(
         "removed group excluded and gone",
-        Duration::from_secs(120),
+        Duration::from_secs(240),
         || async {
             let c = h.clusters().get(name).await.ok()?;
             let g = c
@@ -280,7 +298,7 @@ async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
         db.calls()
     );
     db.advance(700);
-    let c = h.reconciled(name, Duration::from_secs(120)).await;
+    let c = h.removals_done(name, Duration::from_secs(240)).await;
     let after = storage_groups(&c);
     assert_eq!(after.len(), 2);
     assert!(before.contains(&id) && !after.contains(&id));
@@ -300,6 +318,26 @@ async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
     );
     assert!(no_wait < blocking && blocking < include, "{calls:?}");
     assert!(db.exclusions().is_empty(), "included again");
+    // Events (recorded as the operator's ServiceAccount) explain what it did.
+    let events =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
+    let reasons: BTreeSet<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for reason in [
+        "GeneratedClusterFile",
+        "ConfiguredNewDatabase",
+        "ExcludedProcesses",
+        "RemovingProcessGroup",
+        "IncludedProcesses",
+    ] {
+        assert!(reasons.contains(reason), "{reason} in {reasons:?}");
+    }
     let violations = h.violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:?}");
 }
@@ -366,7 +404,7 @@ async fn a_coordinator_is_removed_only_after_new_coordinators_and_the_lock_obeys
         .unwrap();
     testenv::eventually(
         "operator dc1 refused the lock",
-        Duration::from_secs(120),
+        Duration::from_secs(240),
         || async {
             db.calls()
                 .iter()
@@ -393,7 +431,7 @@ async fn a_coordinator_is_removed_only_after_new_coordinators_and_the_lock_obeys
         .unwrap();
     testenv::eventually(
         "removed coordinator excluded and gone",
-        Duration::from_secs(120),
+        Duration::from_secs(240),
         || async {
             let c = h.clusters().get(name).await.ok()?;
             let g =
@@ -409,9 +447,9 @@ async fn a_coordinator_is_removed_only_after_new_coordinators_and_the_lock_obeys
         },
     )
     .await
-    .unwrap();
+    .unwrap_or_else(|e| panic!("{e}: calls {:?}", db.calls()));
     db.advance(700);
-    let c = h.reconciled(name, Duration::from_secs(120)).await;
+    let c = h.removals_done(name, Duration::from_secs(240)).await;
     let status = c.status.unwrap();
     assert!(
         !status
@@ -452,11 +490,9 @@ async fn a_coordinator_is_removed_only_after_new_coordinators_and_the_lock_obeys
         !calls[coordinators].contains(&old.coordinators[0]),
         "{calls:?}"
     );
-    // dc2 stays denied; dc1 released the lock once reconciled.
-    assert!(matches!(
-        b.take_lock().await,
-        Err(fdb::admin::AdminError::LockDenied(_))
-    ));
+    // dc1 released the lock once reconciled. (A denied instance is refused only while a lock
+    // record exists: upstream writes a free lock before it looks at the deny list; the fake's
+    // unit tests cover the refusal.)
     // The release follows the write of the reconciled status in the same step.
     testenv::eventually("lock released", Duration::from_secs(30), || async {
         db.lock_record().is_none().then_some(())
@@ -527,7 +563,7 @@ async fn an_unavailable_database_gets_nothing_destructive_and_the_status_says_so
     })
     .await
     .unwrap();
-    testenv::eventually("removed group gone", Duration::from_secs(120), || async {
+    testenv::eventually("removed group gone", Duration::from_secs(240), || async {
         let c = h.clusters().get(name).await.ok()?;
         let s = c.status?;
         s.process_groups
@@ -538,6 +574,6 @@ async fn an_unavailable_database_gets_nothing_destructive_and_the_status_says_so
     .await
     .unwrap();
     db.advance(700);
-    let c = h.reconciled(name, Duration::from_secs(120)).await;
+    let c = h.removals_done(name, Duration::from_secs(240)).await;
     assert_eq!(storage_groups(&c).len(), 2);
 }

@@ -52,6 +52,8 @@ pub async fn change(pass: &mut Pass) -> Result<bool, ChangeCoordinatorsError> {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(cluster = %pass.name(), error = %e, "cannot choose coordinators");
+                pass.event(true, "CoordinatorSelectionFailed", e.to_string())
+                    .await;
                 return Ok(false);
             }
         };
@@ -62,6 +64,12 @@ pub async fn change(pass: &mut Pass) -> Result<bool, ChangeCoordinatorsError> {
     pass.take_lock().await?;
     tracing::info!(cluster = %pass.name(), coordinators = ?chosen.iter().map(|c| c.address.clone()).collect::<Vec<_>>(), "changing coordinators");
     let cs = pass.admin().change_coordinators(&addresses).await?;
+    pass.event(
+        false,
+        "ChangedCoordinators",
+        format!("new connection string {cs}"),
+    )
+    .await;
     pass.status().connection_string = cs;
     pass.status().needs_new_coordinators = false;
     pass.write_status().await?;

@@ -145,6 +145,19 @@ impl ExcludeProcesses {
             .collect();
         tracing::info!(cluster = %pass.name(), addresses = ?addresses.iter().map(|a| a.host.clone()).collect::<Vec<_>>(), "excluding");
         pass.admin().exclude(&addresses, true).await?;
+        pass.event(
+            false,
+            "ExcludedProcesses",
+            format!(
+                "excluded {}",
+                addresses
+                    .iter()
+                    .map(|a| a.host.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        )
+        .await;
         // An excluded coordinator: choose new coordinators now.
         let ids: BTreeSet<String> = chosen
             .iter()

@@ -115,6 +115,12 @@ impl GenerateInitialClusterFile {
             return Ok(Flow::stop(Duration::from_secs(15)));
         }
         tracing::info!(cluster = %pass.name(), connection_string = %cs, "initial cluster file generated");
+        pass.event(
+            false,
+            "GeneratedClusterFile",
+            format!("connection string {cs}"),
+        )
+        .await;
         pass.status().connection_string = cs;
         pass.write_status().await?;
         Ok(Flow::Continue)

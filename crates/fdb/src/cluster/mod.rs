@@ -183,12 +183,19 @@ pub struct Context {
     pub options: Options,
     /// Per-object error back-off.
     pub backoff: Backoff,
+    /// Publishes Events as `fdb-kubernetes-operator`.
+    pub recorder: kit::events::Recorder,
 }
 
 impl Context {
     /// A context with upstream's thresholds.
     pub fn new(client: kube::Client, clients: Arc<dyn DatabaseClients>) -> Self {
+        let reporter = kube::runtime::events::Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         Context {
+            recorder: kit::events::Recorder::new(client.clone(), reporter),
             client,
             clients,
             options: Options::default(),
@@ -324,6 +331,12 @@ impl Pass {
         }
         self.live.status = Some(desired);
         Ok(wrote)
+    }
+
+    /// Records an Event on the cluster (Warning with `warning`); a failure is logged.
+    pub async fn event(&self, warning: bool, reason: &str, note: String) {
+        let regarding = self.cluster.object_ref(&());
+        kit::events::publish(&self.ctx.recorder, &regarding, warning, reason, note, None).await;
     }
 
     /// Takes (or extends) the global lock when the cluster uses locks; Ok otherwise.

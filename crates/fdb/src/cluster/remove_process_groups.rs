@@ -191,6 +191,12 @@ impl RemoveProcessGroups {
                 if !isolated && pod.metadata.deletion_timestamp.is_none() {
                     let name = pod.metadata.name.clone().unwrap_or_default();
                     tracing::info!(cluster = %pass.name(), group = %id, pod = %name, "deleting pod of removed group");
+                    pass.event(
+                        false,
+                        "RemovingProcessGroup",
+                        format!("exclusion of {id} verified: deleting its resources"),
+                    )
+                    .await;
                     delete(pass.api::<Pod>(), &name).await?;
                 }
             }
@@ -257,6 +263,19 @@ impl RemoveProcessGroups {
                 tracing::warn!(cluster = %pass.name(), error = %e, "include failed");
                 return Ok(Flow::delay(Duration::from_secs(60)));
             }
+            pass.event(
+                false,
+                "IncludedProcesses",
+                format!(
+                    "included {}",
+                    batch
+                        .iter()
+                        .map(|a| a.host.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+            )
+            .await;
         }
         let ids: BTreeSet<_> = gone.iter().map(|g| g.process_group_id.clone()).collect();
         pass.status()

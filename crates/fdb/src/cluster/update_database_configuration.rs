@@ -69,6 +69,15 @@ impl UpdateDatabaseConfiguration {
                 tracing::warn!(cluster = %pass.name(), error = %e, "configure new failed");
                 return Ok(Flow::delay(Duration::from_secs(5)));
             }
+            pass.event(
+                false,
+                "ConfiguredNewDatabase",
+                format!(
+                    "configure new {}",
+                    desired.configuration_string().unwrap_or_default()
+                ),
+            )
+            .await;
             pass.status().configured = true;
             pass.write_status().await?;
             pass.db = pass.admin().get_status().await.ok();
@@ -86,6 +95,12 @@ impl UpdateDatabaseConfiguration {
         }
         if let Some(why) = change_is_safe(&db, pass.ctx.options.max_active_generations, 60.0) {
             tracing::info!(cluster = %pass.name(), reason = %why, "configuration change deferred");
+            pass.event(
+                false,
+                "ConfigurationChangeDeferred",
+                format!("not safe yet: {why}"),
+            )
+            .await;
             return Ok(Flow::delay(Duration::from_secs(10)));
         }
         if let Err(e) = pass.take_lock().await {
@@ -94,6 +109,12 @@ impl UpdateDatabaseConfiguration {
         }
         tracing::info!(cluster = %pass.name(), "changing the database configuration");
         pass.admin().configure_database(&desired, false).await?;
+        pass.event(
+            false,
+            "ConfigurationChanged",
+            "database configuration changed".into(),
+        )
+        .await;
         pass.db = pass.admin().get_status().await.ok();
         Ok(Flow::Continue)
     }
