@@ -15,8 +15,8 @@
 //! - Coordinators are the connection string's addresses; a process at such an address that is
 //!   not excluded holds the `coordinator` role; `coordinators …` writes a new connection
 //!   string with a new generation ID.
-//! - Time is the injectable clock ([`FakeDatabase::advance`]); configure, exclude, include,
-//!   kill and coordinator changes reset the recovery timer.
+//! - Time is the wall clock plus an injectable offset ([`FakeDatabase::advance`]); configure,
+//!   exclude, include, kill and coordinator changes reset the recovery timer.
 //! - The lock follows [`super::lock`] exactly (expiry against the clock, deny list, owner
 //!   take-over); every instance created by [`FakeDatabase::lock_client`] shares the records.
 //! - Every call is logged in fdbcli's words (lock takes as `lock <owner>: taken|held by
@@ -61,7 +61,8 @@ pub struct FakeProcess {
 
 #[derive(Default)]
 struct State {
-    now: i64,
+    // Seconds added to the wall clock by `advance`.
+    offset: i64,
     last_recovery: i64,
     available: bool,
     configuration: Option<DatabaseConfiguration>,
@@ -106,8 +107,12 @@ impl State {
         }
     }
 
+    fn now(&self) -> i64 {
+        jiff::Timestamp::now().as_second() + self.offset
+    }
+
     fn recovered(&mut self) {
-        self.last_recovery = self.now;
+        self.last_recovery = self.now();
     }
 }
 
@@ -130,7 +135,6 @@ impl FakeDatabase {
         let now = jiff::Timestamp::now().as_second();
         FakeDatabase {
             state: Arc::new(Mutex::new(State {
-                now,
                 last_recovery: now - 3600,
                 available: true,
                 ..State::default()
@@ -144,12 +148,12 @@ impl FakeDatabase {
 
     /// The clock, Unix seconds.
     pub fn now(&self) -> i64 {
-        self.st().now
+        self.st().now()
     }
 
     /// Moves the clock forward.
     pub fn advance(&self, seconds: i64) {
-        self.st().now += seconds;
+        self.st().offset += seconds;
     }
 
     /// Every call so far, in fdbcli's words (`configure new double ssd-2`, `exclude no_wait …`).
@@ -310,7 +314,7 @@ impl FakeDatabase {
             })
             .collect();
         s.cluster.configuration = configuration;
-        let elapsed = (st.now - st.last_recovery) as f64;
+        let elapsed = (st.now() - st.last_recovery) as f64;
         for p in st.processes.values() {
             let excluded = st.excluded(p).is_some();
             let mut roles = Vec::new();
@@ -735,7 +739,7 @@ impl LockClient for FakeLockClient {
             &self.owner,
             me_denied,
             owner_denied,
-            st.now,
+            st.now(),
             self.duration_secs,
         );
         let (entry, result) = match decision {
@@ -762,7 +766,7 @@ impl LockClient for FakeLockClient {
     async fn release_lock(&self) -> Result<(), AdminError> {
         let mut st = self.db.st();
         st.take_failure("release_lock")?;
-        if lock::release(st.lock.as_ref(), &self.owner, st.now) {
+        if lock::release(st.lock.as_ref(), &self.owner, st.now()) {
             st.lock = None;
         }
         Ok(())

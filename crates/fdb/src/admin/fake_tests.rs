@@ -101,11 +101,13 @@ async fn recovery_timer_resets_on_configuration_changes() {
         .unwrap();
     db.advance(300);
     let s = db.get_status().await.unwrap();
-    assert_eq!(s.cluster.recovery_state.seconds_since_last_recovered, 300.0);
+    // The wall clock moves too: allow the seconds the test itself takes.
+    let since = s.cluster.recovery_state.seconds_since_last_recovered;
+    assert!((300.0..305.0).contains(&since), "{since}");
     let addr = ProcessAddress::parse("127.1.0.3").unwrap();
     db.exclude(&[addr], true).await.unwrap();
     let s = db.get_status().await.unwrap();
-    assert_eq!(s.cluster.recovery_state.seconds_since_last_recovered, 0.0);
+    assert!(s.cluster.recovery_state.seconds_since_last_recovered < 5.0);
 }
 
 #[tokio::test]

@@ -27,6 +27,7 @@ pub mod coordinators;
 pub mod exclude_processes;
 pub mod generate_initial_cluster_file;
 pub mod remove_process_groups;
+pub mod remove_services;
 pub mod resources;
 pub mod update_config_map;
 pub mod update_database_configuration;
@@ -382,7 +383,35 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(exclude_processes::ExcludeProcesses)
         .step(change_coordinators::ChangeCoordinators)
         .step(remove_process_groups::RemoveProcessGroups)
+        .step(remove_services::RemoveServices)
         .step(update_status::UpdateStatus)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn steps_run_in_upstreams_order() {
+        assert_eq!(
+            super::pipeline().names(),
+            vec![
+                "update_status",
+                "update_lock_configuration",
+                "update_config_map",
+                "add_process_groups",
+                "add_services",
+                "add_pvcs",
+                "add_pods",
+                "generate_initial_cluster_file",
+                "update_database_configuration",
+                "choose_removals",
+                "exclude_processes",
+                "change_coordinators",
+                "remove_process_groups",
+                "remove_services",
+                "update_status",
+            ]
+        );
+    }
 }
 
 /// A failed pass.
