@@ -1,0 +1,820 @@
+//! An in-memory FoundationDB database behind the admin and lock traits: test support for the
+//! reconcilers (FoundationDB itself cannot run on the test machines), in the spirit of
+//! upstream's mock admin client but with the lock's real semantics.
+//!
+//! Contract:
+//! - The database is *unconfigured* until `configure new …` runs: `get_status` then fails
+//!   with a timeout (an unconfigured database is unavailable), as real `status json` does.
+//!   After that `configure` without `new` applies changes; `configure new` on a configured
+//!   database is an error (FoundationDB refuses it), so a second one is visible to tests.
+//! - Processes are what the test (or [`FakeDatabase::sync_pods`]) says they are; `excluded`
+//!   follows the exclusion list (by address without port or `locality_instance_id:<id>`).
+//!   An excluded storage or log process keeps its data role for [`FakeDatabase::set_drain_reads`]
+//!   status reads after its exclusion, so exclusions are "in progress" for a while; a
+//!   blocking `exclude` (no `no_wait`) fails with a timeout while any target still holds a role.
+//! - Coordinators are the connection string's addresses; a process at such an address that is
+//!   not excluded holds the `coordinator` role; `coordinators …` writes a new connection
+//!   string with a new generation ID.
+//! - Time is the wall clock plus an injectable offset ([`FakeDatabase::advance`]); configure,
+//!   exclude, include, kill and coordinator changes reset the recovery timer.
+//! - The lock follows [`super::lock`] exactly (expiry against the clock, deny list, owner
+//!   take-over); every instance created by [`FakeDatabase::lock_client`] shares the records.
+//! - Every call is logged in fdbcli's words (lock takes as `lock <owner>: taken|held by
+//!   <owner>|denied`) ([`FakeDatabase::calls`]); [`FakeDatabase::fail`]
+//!   makes the next call of one method fail, [`FakeDatabase::set_available`] makes the whole
+//!   database unavailable.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+
+use super::lock::{self, LockRecord, TakeDecision};
+use super::status::{
+    ClientDatabaseStatus, Coordinator, DataState, FdbStatus, ProcessInfo, ProcessRoleInfo,
+    RecoveryState, TeamTracker,
+};
+use super::{AdminClient, AdminError, LiveBackupStatus, LockClient};
+use crate::crd::{
+    ConnectionString, DatabaseConfiguration, ExcludedServers, FoundationDBBackup,
+    FoundationDBRestore, LockDenyListEntry, ProcessAddress, ProcessClass,
+};
+
+/// One simulated `fdbserver` process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FakeProcess {
+    /// `ip:port`.
+    pub address: String,
+    /// The process class.
+    pub class: ProcessClass,
+    /// `locality_instance_id`: the process-group ID.
+    pub instance_id: String,
+    /// `locality_zoneid`.
+    pub zone: String,
+    /// The version it runs.
+    pub version: String,
+    /// Its command line.
+    pub command_line: String,
+    /// Seconds since it started, at the time it was registered.
+    pub uptime_seconds: f64,
+}
+
+#[derive(Default)]
+struct State {
+    // Seconds added to the wall clock by `advance`.
+    offset: i64,
+    last_recovery: i64,
+    available: bool,
+    configuration: Option<DatabaseConfiguration>,
+    connection_string: String,
+    processes: BTreeMap<String, FakeProcess>,
+    // exclusion string -> status reads left before its processes give up their roles
+    exclusions: BTreeMap<String, u32>,
+    drain_reads: u32,
+    calls: Vec<String>,
+    failures: BTreeMap<&'static str, AdminError>,
+    lock: Option<LockRecord>,
+    deny_list: BTreeSet<String>,
+    upgrades: BTreeMap<String, BTreeSet<String>>,
+    maintenance_zone: String,
+    maintenance: BTreeMap<String, i64>,
+}
+
+impl State {
+    fn excluded(&self, p: &FakeProcess) -> Option<&u32> {
+        let ip = ProcessAddress::parse(&p.address)
+            .map(|a| a.host.clone())
+            .unwrap_or_default();
+        self.exclusions
+            .get(&format!("locality_instance_id:{}", p.instance_id))
+            .or_else(|| self.exclusions.get(&ip))
+            .or_else(|| self.exclusions.get(&p.address))
+    }
+
+    fn holds_data(&self, p: &FakeProcess) -> bool {
+        let stateful = p.class.is_stateful();
+        match self.excluded(p) {
+            None => stateful,
+            Some(left) => stateful && *left > 0,
+        }
+    }
+
+    fn take_failure(&mut self, method: &'static str) -> Result<(), AdminError> {
+        match self.failures.remove(method) {
+            Some(e) => Err(e),
+            None if !self.available => Err(AdminError::Timeout("database is unavailable".into())),
+            None => Ok(()),
+        }
+    }
+
+    fn now(&self) -> i64 {
+        jiff::Timestamp::now().as_second() + self.offset
+    }
+
+    fn recovered(&mut self) {
+        self.last_recovery = self.now();
+    }
+}
+
+/// The simulated database; clones share it.
+#[derive(Clone)]
+pub struct FakeDatabase {
+    state: Arc<Mutex<State>>,
+}
+
+impl Default for FakeDatabase {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FakeDatabase {
+    /// An available, unconfigured database whose clock starts at the real time and whose
+    /// last recovery was an hour ago.
+    pub fn new() -> Self {
+        let now = jiff::Timestamp::now().as_second();
+        FakeDatabase {
+            state: Arc::new(Mutex::new(State {
+                last_recovery: now - 3600,
+                available: true,
+                ..State::default()
+            })),
+        }
+    }
+
+    fn st(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The clock, Unix seconds.
+    pub fn now(&self) -> i64 {
+        self.st().now()
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, seconds: i64) {
+        self.st().offset += seconds;
+    }
+
+    /// Every call so far, in fdbcli's words (`configure new double ssd-2`, `exclude no_wait …`).
+    pub fn calls(&self) -> Vec<String> {
+        self.st().calls.clone()
+    }
+
+    /// Makes the next call of `method` (the trait method's name) fail with `error`.
+    pub fn fail(&self, method: &'static str, error: AdminError) {
+        self.st().failures.insert(method, error);
+    }
+
+    /// Makes every call fail with a timeout (false) or answer again (true).
+    pub fn set_available(&self, available: bool) {
+        self.st().available = available;
+    }
+
+    /// How many status reads an excluded stateful process keeps its data role.
+    pub fn set_drain_reads(&self, reads: u32) {
+        self.st().drain_reads = reads;
+    }
+
+    /// The current connection string (empty before the operator wrote a cluster file).
+    pub fn connection_string(&self) -> String {
+        self.st().connection_string.clone()
+    }
+
+    /// Sets the connection string (the operator's initial cluster file reaching the processes).
+    pub fn set_connection_string(&self, text: &str) {
+        self.st().connection_string = text.to_owned();
+    }
+
+    /// The live configuration, if configured.
+    pub fn configuration(&self) -> Option<DatabaseConfiguration> {
+        self.st().configuration.clone()
+    }
+
+    /// The exclusion list.
+    pub fn exclusions(&self) -> BTreeSet<String> {
+        self.st().exclusions.keys().cloned().collect()
+    }
+
+    /// Replaces the process table.
+    pub fn set_processes(&self, processes: impl IntoIterator<Item = FakeProcess>) {
+        self.st().processes = processes
+            .into_iter()
+            .map(|p| (p.address.clone(), p))
+            .collect();
+    }
+
+    /// Derives the processes from pods as upstream's mock does: one process per running pod
+    /// with an IP, at `<pod IP>:4501`, class and instance ID from the pod's labels, zone = the
+    /// pod's `FDB_ZONE_ID` (its name or its node), version `version`. Pods without an IP or being deleted have no process.
+    pub fn sync_pods(
+        &self,
+        pods: &[k8s_openapi::api::core::v1::Pod],
+        class_label: &str,
+        id_label: &str,
+        version: &str,
+    ) {
+        let mut st = self.st();
+        let mut next = BTreeMap::new();
+        for pod in pods {
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
+                continue;
+            };
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            let (Some(class), Some(id)) = (labels.get(class_label), labels.get(id_label)) else {
+                continue;
+            };
+            let address = format!("{ip}:4501");
+            let zone = zone_of(pod);
+            let existing = st.processes.get(&address);
+            let process = FakeProcess {
+                address: address.clone(),
+                class: ProcessClass::new(class.as_str()),
+                instance_id: id.clone(),
+                zone,
+                version: existing.map_or_else(|| version.to_owned(), |p| p.version.clone()),
+                command_line: format!("/usr/bin/fdbserver --public_address={ip}:4501"),
+                uptime_seconds: existing.map_or(3600.0, |p| p.uptime_seconds),
+            };
+            next.insert(address, process);
+        }
+        st.processes = next;
+    }
+
+    /// Instance IDs of processes that still hold data (stateful, not excluded or still
+    /// draining), read without moving the drain along.
+    pub fn holding_data(&self) -> BTreeSet<String> {
+        let st = self.st();
+        st.processes
+            .values()
+            .filter(|p| st.holds_data(p))
+            .map(|p| p.instance_id.clone())
+            .collect()
+    }
+
+    /// A lock client for the operator instance `owner` (its process-group-ID prefix).
+    pub fn lock_client(&self, owner: &str, duration_secs: i64) -> FakeLockClient {
+        FakeLockClient {
+            db: self.clone(),
+            owner: owner.to_owned(),
+            duration_secs,
+        }
+    }
+
+    /// The lock record, if any.
+    pub fn lock_record(&self) -> Option<LockRecord> {
+        self.st().lock.clone()
+    }
+
+    fn status(&self) -> Result<FdbStatus, AdminError> {
+        let mut st = self.st();
+        st.take_failure("get_status")?;
+        let Some(configuration) = st.configuration.clone() else {
+            return Err(AdminError::Timeout("database is unavailable".into()));
+        };
+        let coordinators: BTreeSet<String> = ConnectionString::parse(&st.connection_string)
+            .map(|c| c.coordinators.into_iter().collect())
+            .unwrap_or_default();
+        let mut s = FdbStatus::default();
+        s.client.database_status = ClientDatabaseStatus {
+            available: true,
+            healthy: true,
+        };
+        s.client.coordinators.coordinators = coordinators
+            .iter()
+            .map(|c| Coordinator {
+                address: c.clone(),
+                reachable: st.processes.contains_key(c),
+            })
+            .collect();
+        let reachable = s
+            .client
+            .coordinators
+            .coordinators
+            .iter()
+            .filter(|c| c.reachable)
+            .count();
+        s.client.coordinators.quorum_reachable = reachable * 2 > coordinators.len();
+        let mut configuration = configuration;
+        configuration.excluded_servers = st
+            .exclusions
+            .keys()
+            .map(|e| match e.strip_prefix("locality_instance_id:") {
+                Some(_) => ExcludedServers {
+                    locality: e.clone(),
+                    ..ExcludedServers::default()
+                },
+                None => ExcludedServers {
+                    address: e.clone(),
+                    ..ExcludedServers::default()
+                },
+            })
+            .collect();
+        s.cluster.configuration = configuration;
+        let elapsed = (st.now() - st.last_recovery) as f64;
+        for p in st.processes.values() {
+            let excluded = st.excluded(p).is_some();
+            let mut roles = Vec::new();
+            if coordinators.contains(&p.address) && !excluded {
+                roles.push(role("coordinator"));
+            }
+            if st.holds_data(p) {
+                roles.push(role(if p.class.is_log_process() {
+                    "log"
+                } else {
+                    "storage"
+                }));
+            }
+            let locality = BTreeMap::from([
+                ("instance_id".to_owned(), p.instance_id.clone()),
+                ("process_id".to_owned(), p.instance_id.clone()),
+                ("zoneid".to_owned(), p.zone.clone()),
+                ("machineid".to_owned(), p.zone.clone()),
+            ]);
+            s.cluster.processes.insert(
+                p.instance_id.clone(),
+                ProcessInfo {
+                    address: p.address.clone(),
+                    class_type: p.class.to_string(),
+                    command_line: p.command_line.clone(),
+                    excluded,
+                    locality,
+                    version: p.version.clone(),
+                    uptime_seconds: p.uptime_seconds + elapsed.max(0.0),
+                    roles,
+                    ..ProcessInfo::default()
+                },
+            );
+        }
+        let healthy = DataState {
+            healthy: true,
+            name: "healthy".into(),
+            min_replicas_remaining: 3,
+            ..DataState::default()
+        };
+        s.cluster.data.state = healthy.clone();
+        s.cluster.data.team_trackers = vec![TeamTracker {
+            primary: true,
+            state: healthy,
+            unhealthy_servers: Some(0),
+        }];
+        s.cluster.full_replication = true;
+        s.cluster.generation = 2;
+        s.cluster.connection_string = st.connection_string.clone();
+        s.cluster.maintenance_zone = st.maintenance_zone.clone();
+        s.cluster.recovery_state = RecoveryState {
+            active_generations: 1,
+            name: "fully_recovered".into(),
+            seconds_since_last_recovered: elapsed,
+        };
+        s.cluster.database_available = Some(true);
+        // Each read moves draining exclusions along.
+        for left in st.exclusions.values_mut() {
+            *left = left.saturating_sub(1);
+        }
+        Ok(s)
+    }
+
+    fn call(
+        &self,
+        method: &'static str,
+        words: String,
+    ) -> Result<MutexGuard<'_, State>, AdminError> {
+        let mut st = self.st();
+        st.calls.push(words);
+        st.take_failure(method)?;
+        Ok(st)
+    }
+}
+
+/// The pod's `FDB_ZONE_ID` as the monitor would substitute it: a literal value, the pod's
+/// name or its node (the default).
+fn zone_of(pod: &k8s_openapi::api::core::v1::Pod) -> String {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    let env = pod
+        .spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.env.iter().flatten())
+        .find(|e| e.name == "FDB_ZONE_ID");
+    match env {
+        Some(e) if e.value.is_some() => e.value.clone().unwrap_or_default(),
+        Some(e) => match e
+            .value_from
+            .as_ref()
+            .and_then(|v| v.field_ref.as_ref())
+            .map(|f| f.field_path.as_str())
+        {
+            Some("metadata.name") => name,
+            _ => node,
+        },
+        None => node,
+    }
+}
+
+fn role(name: &str) -> ProcessRoleInfo {
+    ProcessRoleInfo {
+        role: name.to_owned(),
+        ..ProcessRoleInfo::default()
+    }
+}
+
+fn exclusion_strings(addresses: &[ProcessAddress]) -> Vec<String> {
+    // `exclude`/`include` take addresses without ports, as the real client sends them.
+    addresses.iter().map(|a| a.host.clone()).collect()
+}
+
+#[async_trait]
+impl AdminClient for FakeDatabase {
+    async fn get_status(&self) -> Result<FdbStatus, AdminError> {
+        self.status()
+    }
+
+    async fn configure_database(
+        &self,
+        configuration: &DatabaseConfiguration,
+        new: bool,
+    ) -> Result<(), AdminError> {
+        let text = configuration
+            .configuration_string()
+            .map_err(|e| AdminError::InvalidInput(e.to_string()))?;
+        let words = if new {
+            format!("configure new {text}")
+        } else {
+            format!("configure {text}")
+        };
+        let mut st = self.call("configure_database", words.clone())?;
+        if st.connection_string.is_empty() {
+            return Err(AdminError::Timeout("no cluster file".into()));
+        }
+        if new && st.configuration.is_some() {
+            return Err(AdminError::Command {
+                binary: "fdbcli".into(),
+                code: Some(1),
+                output: "ERROR: Database already exists! To change configuration, don't say `new'"
+                    .into(),
+            });
+        }
+        if !new && st.configuration.is_none() {
+            return Err(AdminError::Command {
+                binary: "fdbcli".into(),
+                code: Some(1),
+                output: "ERROR: Database not yet configured".into(),
+            });
+        }
+        let mut live = configuration.clone();
+        live.excluded_servers.clear();
+        st.configuration = Some(live);
+        st.recovered();
+        Ok(())
+    }
+
+    async fn exclude(&self, addresses: &[ProcessAddress], no_wait: bool) -> Result<(), AdminError> {
+        let targets = exclusion_strings(addresses);
+        let words = format!(
+            "exclude {}{}",
+            if no_wait { "no_wait " } else { "" },
+            targets.join(" ")
+        );
+        let mut st = self.call("exclude", words)?;
+        let drain = st.drain_reads;
+        for t in &targets {
+            st.exclusions.entry(t.clone()).or_insert(drain);
+        }
+        st.recovered();
+        if !no_wait {
+            let holding = st
+                .processes
+                .values()
+                .filter(|p| {
+                    st.excluded(p).is_some_and(|_| {
+                        let ip = ProcessAddress::parse(&p.address)
+                            .map(|a| a.host)
+                            .unwrap_or_default();
+                        targets.iter().any(|t| {
+                            *t == ip
+                                || *t == p.address
+                                || *t == format!("locality_instance_id:{}", p.instance_id)
+                        })
+                    }) && st.holds_data(p)
+                })
+                .count();
+            if holding > 0 {
+                return Err(AdminError::Timeout(format!(
+                    "{holding} excluded processes still hold data"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn include(&self, addresses: &[ProcessAddress]) -> Result<(), AdminError> {
+        let targets = exclusion_strings(addresses);
+        let mut st = self.call("include", format!("include {}", targets.join(" ")))?;
+        for t in &targets {
+            st.exclusions.remove(t);
+        }
+        st.recovered();
+        Ok(())
+    }
+
+    async fn get_exclusions(&self) -> Result<Vec<String>, AdminError> {
+        let mut st = self.st();
+        st.take_failure("get_exclusions")?;
+        Ok(st.exclusions.keys().cloned().collect())
+    }
+
+    async fn kill(&self, addresses: &[ProcessAddress]) -> Result<(), AdminError> {
+        self.kill_with("kill", addresses)
+    }
+
+    async fn kill_for_upgrade(&self, addresses: &[ProcessAddress]) -> Result<(), AdminError> {
+        self.kill_with("kill_for_upgrade", addresses)
+    }
+
+    async fn change_coordinators(
+        &self,
+        addresses: &[ProcessAddress],
+    ) -> Result<String, AdminError> {
+        let list: Vec<String> = addresses.iter().map(ToString::to_string).collect();
+        let mut st = self.call(
+            "change_coordinators",
+            format!("coordinators {}", list.join(" ")),
+        )?;
+        let mut cs =
+            ConnectionString::parse(&st.connection_string).map_err(|e| AdminError::Command {
+                binary: "fdbcli".into(),
+                code: Some(1),
+                output: e.to_string(),
+            })?;
+        cs.generation_id = ConnectionString::new_generation_id();
+        cs.coordinators = list;
+        st.connection_string = cs.to_string();
+        st.recovered();
+        Ok(st.connection_string.clone())
+    }
+
+    async fn version_supported(&self, _version: &str) -> Result<bool, AdminError> {
+        Ok(true)
+    }
+
+    async fn protocol_version(&self, version: &str) -> Result<String, AdminError> {
+        Ok(format!("fdb-protocol-{version}"))
+    }
+
+    async fn version_from_reachable_coordinators(&self) -> Option<String> {
+        let st = self.st();
+        st.processes.values().next().map(|p| p.version.clone())
+    }
+
+    async fn set_maintenance_zone(&self, zone: &str, seconds: i64) -> Result<(), AdminError> {
+        let mut st = self.call(
+            "set_maintenance_zone",
+            format!("maintenance on {zone} {seconds}"),
+        )?;
+        st.maintenance_zone = zone.to_owned();
+        Ok(())
+    }
+
+    async fn reset_maintenance_mode(&self) -> Result<(), AdminError> {
+        let mut st = self.call("reset_maintenance_mode", "maintenance off".into())?;
+        st.maintenance_zone.clear();
+        Ok(())
+    }
+
+    async fn get_processes_under_maintenance(&self) -> Result<BTreeMap<String, i64>, AdminError> {
+        let mut st = self.st();
+        st.take_failure("get_processes_under_maintenance")?;
+        Ok(st.maintenance.clone())
+    }
+
+    async fn set_processes_under_maintenance(
+        &self,
+        ids: &[String],
+        timestamp: i64,
+    ) -> Result<(), AdminError> {
+        let mut st = self.st();
+        st.take_failure("set_processes_under_maintenance")?;
+        for id in ids {
+            st.maintenance.insert(id.clone(), timestamp);
+        }
+        Ok(())
+    }
+
+    async fn remove_processes_under_maintenance(&self, ids: &[String]) -> Result<(), AdminError> {
+        let mut st = self.st();
+        st.take_failure("remove_processes_under_maintenance")?;
+        for id in ids {
+            st.maintenance.remove(id);
+        }
+        Ok(())
+    }
+
+    async fn start_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
+        self.call(
+            "start_backup",
+            format!("fdbbackup start -t {}", backup.tag()),
+        )
+        .map(drop)
+    }
+
+    async fn stop_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
+        self.call(
+            "stop_backup",
+            format!("fdbbackup discontinue -t {}", backup.tag()),
+        )
+        .map(drop)
+    }
+
+    async fn abort_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
+        self.call(
+            "abort_backup",
+            format!("fdbbackup abort -t {}", backup.tag()),
+        )
+        .map(drop)
+    }
+
+    async fn delete_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
+        self.call(
+            "delete_backup",
+            format!("fdbbackup delete -t {}", backup.tag()),
+        )
+        .map(drop)
+    }
+
+    async fn pause_backups(&self) -> Result<(), AdminError> {
+        self.call("pause_backups", "fdbbackup pause".into())
+            .map(drop)
+    }
+
+    async fn resume_backups(&self) -> Result<(), AdminError> {
+        self.call("resume_backups", "fdbbackup resume".into())
+            .map(drop)
+    }
+
+    async fn modify_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
+        self.call(
+            "modify_backup",
+            format!("fdbbackup modify -t {}", backup.tag()),
+        )
+        .map(drop)
+    }
+
+    async fn get_backup_status(
+        &self,
+        backup: &FoundationDBBackup,
+    ) -> Result<LiveBackupStatus, AdminError> {
+        let _st = self.call(
+            "get_backup_status",
+            format!("fdbbackup status --json -t {}", backup.tag()),
+        )?;
+        Err(AdminError::BackupDoesNotExist(backup.tag().to_owned()))
+    }
+
+    async fn start_restore(
+        &self,
+        url: &str,
+        _restore: &FoundationDBRestore,
+    ) -> Result<(), AdminError> {
+        self.call("start_restore", format!("fdbrestore start -r {url}"))
+            .map(drop)
+    }
+
+    async fn get_restore_status(&self) -> Result<String, AdminError> {
+        let _st = self.call("get_restore_status", "fdbrestore status".into())?;
+        Err(AdminError::RestoreDoesNotExist)
+    }
+}
+
+impl FakeDatabase {
+    fn kill_with(
+        &self,
+        method: &'static str,
+        addresses: &[ProcessAddress],
+    ) -> Result<(), AdminError> {
+        let list: Vec<String> = addresses.iter().map(ToString::to_string).collect();
+        let mut st = self.call(method, format!("kill {}", list.join(" ")))?;
+        for a in &list {
+            if let Some(p) = st.processes.get_mut(a) {
+                p.uptime_seconds = 0.0;
+            }
+        }
+        st.recovered();
+        Ok(())
+    }
+}
+
+/// One operator instance's view of the shared lock records.
+#[derive(Clone)]
+pub struct FakeLockClient {
+    db: FakeDatabase,
+    owner: String,
+    duration_secs: i64,
+}
+
+#[async_trait]
+impl LockClient for FakeLockClient {
+    fn disabled(&self) -> bool {
+        false
+    }
+
+    async fn take_lock(&self) -> Result<(), AdminError> {
+        let mut st = self.db.st();
+        st.take_failure("take_lock")?;
+        let me_denied = st.deny_list.contains(&self.owner);
+        let owner_denied = st
+            .lock
+            .as_ref()
+            .is_some_and(|l| st.deny_list.contains(&l.owner));
+        let decision = lock::take(
+            st.lock.as_ref(),
+            &self.owner,
+            me_denied,
+            owner_denied,
+            st.now(),
+            self.duration_secs,
+        );
+        let (entry, result) = match decision {
+            TakeDecision::Write(record) => {
+                st.lock = Some(record);
+                ("taken".to_owned(), Ok(()))
+            }
+            TakeDecision::Denied => (
+                "denied".to_owned(),
+                Err(AdminError::LockDenied(self.owner.clone())),
+            ),
+            TakeDecision::Held(record) => (
+                format!("held by {}", record.owner),
+                Err(AdminError::LockHeld {
+                    owner: record.owner,
+                    expires: record.end,
+                }),
+            ),
+        };
+        st.calls.push(format!("lock {}: {entry}", self.owner));
+        result
+    }
+
+    async fn release_lock(&self) -> Result<(), AdminError> {
+        let mut st = self.db.st();
+        st.take_failure("release_lock")?;
+        if lock::release(st.lock.as_ref(), &self.owner, st.now()) {
+            st.lock = None;
+        }
+        Ok(())
+    }
+
+    async fn add_pending_upgrades(&self, version: &str, ids: &[String]) -> Result<(), AdminError> {
+        let mut st = self.db.st();
+        st.take_failure("add_pending_upgrades")?;
+        st.upgrades
+            .entry(version.to_owned())
+            .or_default()
+            .extend(ids.iter().cloned());
+        Ok(())
+    }
+
+    async fn get_pending_upgrades(&self, version: &str) -> Result<BTreeSet<String>, AdminError> {
+        let mut st = self.db.st();
+        st.take_failure("get_pending_upgrades")?;
+        Ok(st.upgrades.get(version).cloned().unwrap_or_default())
+    }
+
+    async fn clear_pending_upgrades(&self) -> Result<(), AdminError> {
+        let mut st = self.db.st();
+        st.take_failure("clear_pending_upgrades")?;
+        st.upgrades.clear();
+        Ok(())
+    }
+
+    async fn get_deny_list(&self) -> Result<Vec<String>, AdminError> {
+        let mut st = self.db.st();
+        st.take_failure("get_deny_list")?;
+        Ok(st.deny_list.iter().cloned().collect())
+    }
+
+    async fn update_deny_list(&self, entries: &[LockDenyListEntry]) -> Result<(), AdminError> {
+        let mut st = self.db.st();
+        st.take_failure("update_deny_list")?;
+        for e in entries {
+            if e.allow {
+                st.deny_list.remove(&e.id);
+            } else {
+                st.deny_list.insert(e.id.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "fake_tests.rs"]
+mod tests;

@@ -1,0 +1,510 @@
+//! The FoundationDBCluster controller: upstream's ordered subreconcilers (reference §4) on the
+//! toolkit's pipeline, one file per step.
+//!
+//! Contract:
+//! - One pass reads the cluster, fetches `status json` once (the cached status of §2.2: a
+//!   cluster without connection string, or an unconfigured one whose database does not answer,
+//!   works with the `configurationMissing` stand-in), then runs the steps of [`pipeline`] in
+//!   order. A step that stops ends the pass; a delayed requeue lets later steps run (see
+//!   [`kit::pipeline`]).
+//! - No state is carried in memory between passes: everything a step needs is in the cluster
+//!   (spec and status), in Kubernetes objects or in the database. Every step is idempotent.
+//! - Status is written through the status subresource only when it changed
+//!   ([`Pass::write_status`]), so a pass with nothing to do makes no write.
+//! - Pure decisions live in functions next to each step with table tests.
+//!
+//! The database is reached through [`DatabaseClients`]: [`CliClients`] runs the real
+//! `fdbcli` from `$FDB_BINARY_DIR`, [`FakeClients`] serves [`crate::admin::fake`] databases
+//! for tests.
+
+pub mod add_pods;
+pub mod add_process_groups;
+pub mod add_pvcs;
+pub mod add_services;
+pub mod change_coordinators;
+pub mod choose_removals;
+pub mod coordinators;
+pub mod exclude_processes;
+pub mod generate_initial_cluster_file;
+pub mod remove_process_groups;
+pub mod remove_services;
+pub mod resources;
+pub mod update_config_map;
+pub mod update_database_configuration;
+pub mod update_lock_configuration;
+pub mod update_status;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use kit::controller::{ControllerSettings, RunContext, run_controller};
+use kit::pipeline::Pipeline;
+use kit::reconcile::{Backoff, ReconcileError};
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::runtime::{Controller, watcher};
+use kube::{Resource, ResourceExt};
+
+use crate::admin::cli::{BinaryConfig, CliAdminClient, CliLockClient, ProcessRunner};
+use crate::admin::fake::FakeDatabase;
+use crate::admin::{AdminClient, ClusterTarget, FdbStatus, LockClient};
+use crate::crd::{FoundationDBCluster, FoundationDBClusterStatus};
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "fdb-kubernetes-operator";
+/// The controller's name (metrics label).
+pub const CONTROLLER: &str = "foundationdbcluster";
+
+/// Operator-wide thresholds, upstream's command-line flags with their defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// `--minimum-recovery-time-for-exclusion` (120 s).
+    pub minimum_recovery_time_for_exclusion: f64,
+    /// `--minimum-recovery-time-for-inclusion` (600 s).
+    pub minimum_recovery_time_for_inclusion: f64,
+    /// Coordinator change while a coordinator is missing: last recovery at least (120 s).
+    pub minimum_recovery_time_for_missing_coordinator_change: f64,
+    /// Coordinator change otherwise: last recovery at least (300 s).
+    pub minimum_uptime_for_coordinator_change: f64,
+    /// At most this many active generations for any destructive step (10).
+    pub max_active_generations: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            minimum_recovery_time_for_exclusion: 120.0,
+            minimum_recovery_time_for_inclusion: 600.0,
+            minimum_recovery_time_for_missing_coordinator_change: 120.0,
+            minimum_uptime_for_coordinator_change: 300.0,
+            max_active_generations: 10,
+        }
+    }
+}
+
+/// Where the admin and lock clients of a cluster come from.
+pub trait DatabaseClients: Send + Sync {
+    /// The admin client for `cluster` as it is now (its connection string, versions).
+    fn admin(&self, cluster: &FoundationDBCluster) -> Arc<dyn AdminClient>;
+    /// The lock client for `cluster`.
+    fn lock(&self, cluster: &FoundationDBCluster) -> Arc<dyn LockClient>;
+}
+
+/// The real clients: `fdbcli` & co. from `$FDB_BINARY_DIR/<major.minor>/`.
+pub struct CliClients {
+    config: Arc<BinaryConfig>,
+}
+
+impl CliClients {
+    /// Clients configured from the environment, as upstream reads it.
+    pub fn from_env() -> Self {
+        CliClients {
+            config: Arc::new(BinaryConfig::from_env()),
+        }
+    }
+
+    fn client(&self, cluster: &FoundationDBCluster) -> CliAdminClient {
+        CliAdminClient::new(
+            self.config.clone(),
+            Arc::new(ProcessRunner),
+            ClusterTarget::of(cluster),
+        )
+    }
+}
+
+impl DatabaseClients for CliClients {
+    fn admin(&self, cluster: &FoundationDBCluster) -> Arc<dyn AdminClient> {
+        Arc::new(self.client(cluster))
+    }
+
+    fn lock(&self, cluster: &FoundationDBCluster) -> Arc<dyn LockClient> {
+        Arc::new(CliLockClient::new(self.client(cluster)))
+    }
+}
+
+/// Test clients: one [`FakeDatabase`] per cluster (namespace/name), created on first use.
+/// Handing out a client also hands the cluster's connection string to its database when the
+/// database has none yet: the stand-in for processes reading the operator's cluster file.
+#[derive(Clone, Default)]
+pub struct FakeClients {
+    databases: Arc<Mutex<BTreeMap<String, FakeDatabase>>>,
+}
+
+impl FakeClients {
+    /// The database of `namespace/name`.
+    pub fn database(&self, namespace: &str, name: &str) -> FakeDatabase {
+        self.databases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(format!("{namespace}/{name}"))
+            .or_default()
+            .clone()
+    }
+
+    fn of(&self, cluster: &FoundationDBCluster) -> FakeDatabase {
+        let db = self.database(
+            &cluster.namespace().unwrap_or_default(),
+            &cluster.name_any(),
+        );
+        let cs = cluster
+            .status
+            .as_ref()
+            .map(|s| s.connection_string.clone())
+            .unwrap_or_default();
+        if db.connection_string().is_empty() && !cs.is_empty() {
+            db.set_connection_string(&cs);
+        }
+        db
+    }
+}
+
+impl DatabaseClients for FakeClients {
+    fn admin(&self, cluster: &FoundationDBCluster) -> Arc<dyn AdminClient> {
+        Arc::new(self.of(cluster))
+    }
+
+    fn lock(&self, cluster: &FoundationDBCluster) -> Arc<dyn LockClient> {
+        Arc::new(
+            self.of(cluster)
+                .lock_client(cluster.lock_id(), cluster.lock_duration().as_secs() as i64),
+        )
+    }
+}
+
+/// What the controller shares between passes (nothing about any one cluster).
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: kube::Client,
+    /// The database clients.
+    pub clients: Arc<dyn DatabaseClients>,
+    /// Thresholds.
+    pub options: Options,
+    /// Per-object error back-off.
+    pub backoff: Backoff,
+    /// Publishes Events as `fdb-kubernetes-operator`.
+    pub recorder: kit::events::Recorder,
+}
+
+impl Context {
+    /// A context with upstream's thresholds.
+    pub fn new(client: kube::Client, clients: Arc<dyn DatabaseClients>) -> Self {
+        let reporter = kube::runtime::events::Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Context {
+            recorder: kit::events::Recorder::new(client.clone(), reporter),
+            client,
+            clients,
+            options: Options::default(),
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+        }
+    }
+}
+
+/// One reconcile pass's state: the cluster (its `status` is the status being built), the
+/// cluster as last written, and the cached database status.
+pub struct Pass {
+    /// The controller's context.
+    pub ctx: Arc<Context>,
+    /// The cluster; `status` holds the status as the steps update it.
+    pub cluster: FoundationDBCluster,
+    /// The cluster as observed, with the status as last written.
+    pub live: FoundationDBCluster,
+    /// The cached `status json` (§2.2); `None` when the database did not answer.
+    pub db: Option<FdbStatus>,
+    /// The pass's clock.
+    pub now: Timestamp,
+    /// Status writes made in this pass.
+    pub status_writes: u32,
+}
+
+impl Pass {
+    /// A pass over `cluster`.
+    pub fn new(ctx: Arc<Context>, cluster: FoundationDBCluster) -> Self {
+        let mut working = cluster.clone();
+        working.status.get_or_insert_with(Default::default);
+        Pass {
+            ctx,
+            cluster: working,
+            live: cluster,
+            db: None,
+            now: Timestamp::now(),
+            status_writes: 0,
+        }
+    }
+
+    /// The status being built.
+    pub fn status(&mut self) -> &mut FoundationDBClusterStatus {
+        self.cluster.status.get_or_insert_with(Default::default)
+    }
+
+    /// The cluster's namespace.
+    pub fn namespace(&self) -> String {
+        self.cluster.namespace().unwrap_or_default()
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> String {
+        self.cluster.name_any()
+    }
+
+    /// An API of `K` in the cluster's namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.ctx.client.clone(), &self.namespace())
+    }
+
+    /// The admin client for the cluster as it is now.
+    pub fn admin(&self) -> Arc<dyn AdminClient> {
+        self.ctx.clients.admin(&self.cluster)
+    }
+
+    /// The lock client.
+    pub fn lock(&self) -> Arc<dyn LockClient> {
+        self.ctx.clients.lock(&self.cluster)
+    }
+
+    fn selector(&self) -> String {
+        self.cluster
+            .match_labels()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The cluster's pods by process-group ID.
+    pub async fn pods(&self) -> Result<BTreeMap<String, Pod>, kube::Error> {
+        self.by_group(self.api::<Pod>()).await
+    }
+
+    /// The cluster's PVCs by process-group ID.
+    pub async fn pvcs(&self) -> Result<BTreeMap<String, PersistentVolumeClaim>, kube::Error> {
+        self.by_group(self.api::<PersistentVolumeClaim>()).await
+    }
+
+    /// The cluster's per-group services by process-group ID.
+    pub async fn services(&self) -> Result<BTreeMap<String, Service>, kube::Error> {
+        self.by_group(self.api::<Service>()).await
+    }
+
+    /// The cluster's config map, if it exists.
+    pub async fn config_map(&self) -> Result<Option<ConfigMap>, kube::Error> {
+        self.api::<ConfigMap>()
+            .get_opt(&resources::config_map_name(&self.cluster))
+            .await
+    }
+
+    async fn by_group<K>(&self, api: Api<K>) -> Result<BTreeMap<String, K>, kube::Error>
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let label = self.cluster.process_group_id_label();
+        let list = api
+            .list(&ListParams::default().labels(&self.selector()))
+            .await?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|o| {
+                let id = o.meta().labels.as_ref()?.get(&label)?.clone();
+                Some((id, o))
+            })
+            .collect())
+    }
+
+    /// Writes the status being built if it differs from the last written one.
+    pub async fn write_status(&mut self) -> Result<bool, kube::Error> {
+        let desired = self.cluster.status.clone().unwrap_or_default();
+        let api = self.api::<FoundationDBCluster>();
+        let wrote =
+            kit::status::patch_status_if_changed(&api, &self.live, &desired, FIELD_MANAGER).await?;
+        if wrote {
+            self.status_writes += 1;
+            tracing::info!(cluster = %self.name(), "status updated");
+        }
+        self.live.status = Some(desired);
+        Ok(wrote)
+    }
+
+    /// Records an Event on the cluster (Warning with `warning`); a failure is logged.
+    pub async fn event(&self, warning: bool, reason: &str, note: String) {
+        let regarding = self.cluster.object_ref(&());
+        kit::events::publish(&self.ctx.recorder, &regarding, warning, reason, note, None).await;
+    }
+
+    /// Takes (or extends) the global lock when the cluster uses locks; Ok otherwise.
+    pub async fn take_lock(&self) -> Result<(), crate::admin::AdminError> {
+        if self.cluster.should_use_locks() {
+            self.lock().take_lock().await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The last recovery was at least `secs` ago (by the cached status).
+    pub fn recovered_for(&self, secs: f64) -> bool {
+        self.db
+            .as_ref()
+            .is_some_and(|s| s.cluster.recovery_state.seconds_since_last_recovered >= secs)
+    }
+
+    /// The database is available with at most `max_active_generations` generations.
+    pub fn safe_for_destructive_steps(&self) -> bool {
+        self.db.as_ref().is_some_and(|s| {
+            s.client.database_status.available
+                && s.cluster.recovery_state.active_generations
+                    <= self.ctx.options.max_active_generations
+        })
+    }
+}
+
+/// The cluster pipeline in upstream's order (the steps not built yet are absent; see
+/// docs/fdb.md).
+pub fn pipeline() -> Pipeline<Pass> {
+    Pipeline::new()
+        .step(update_status::UpdateStatus)
+        .step(update_lock_configuration::UpdateLockConfiguration)
+        .step(update_config_map::UpdateConfigMap)
+        .step(add_process_groups::AddProcessGroups)
+        .step(add_services::AddServices)
+        .step(add_pvcs::AddPvcs)
+        .step(add_pods::AddPods)
+        .step(generate_initial_cluster_file::GenerateInitialClusterFile)
+        .step(update_database_configuration::UpdateDatabaseConfiguration)
+        .step(choose_removals::ChooseRemovals)
+        .step(exclude_processes::ExcludeProcesses)
+        .step(change_coordinators::ChangeCoordinators)
+        .step(remove_process_groups::RemoveProcessGroups)
+        .step(remove_services::RemoveServices)
+        .step(update_status::UpdateStatus)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn steps_run_in_upstreams_order() {
+        assert_eq!(
+            super::pipeline().names(),
+            vec![
+                "update_status",
+                "update_lock_configuration",
+                "update_config_map",
+                "add_process_groups",
+                "add_services",
+                "add_pvcs",
+                "add_pods",
+                "generate_initial_cluster_file",
+                "update_database_configuration",
+                "choose_removals",
+                "exclude_processes",
+                "change_coordinators",
+                "remove_process_groups",
+                "remove_services",
+                "update_status",
+            ]
+        );
+    }
+}
+
+/// A failed pass.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ClusterError(#[from] kit::pipeline::PipelineError);
+
+impl ReconcileError for ClusterError {
+    fn category(&self) -> &'static str {
+        self.0.category()
+    }
+
+    fn is_permanent(&self) -> bool {
+        self.0.is_permanent()
+    }
+}
+
+/// One pass over `cluster`.
+pub async fn reconcile(
+    cluster: Arc<FoundationDBCluster>,
+    ctx: Arc<Context>,
+) -> Result<Action, ClusterError> {
+    if cluster.spec.skip {
+        tracing::info!(cluster = %cluster.name_any(), "skipping: spec.skip is set");
+        return Ok(Action::await_change());
+    }
+    let mut pass = Pass::new(ctx.clone(), (*cluster).clone());
+    let report = pipeline().run(&mut pass).await;
+    tracing::debug!(cluster = %cluster.name_any(), steps = ?report.ran_names(), writes = pass.status_writes, "pass finished");
+    let outcome = report.into_result()?;
+    Ok(ctx.backoff.succeeded(&*cluster, outcome))
+}
+
+/// After a failed pass: per-object back-off.
+pub fn error_policy(
+    cluster: Arc<FoundationDBCluster>,
+    err: &ClusterError,
+    ctx: Arc<Context>,
+) -> Action {
+    tracing::warn!(cluster = %cluster.name_any(), error = %err, "reconcile failed");
+    ctx.backoff.failed(&*cluster, err)
+}
+
+/// Runs the cluster controller until `rc.shutdown`; `namespace` limits every watch.
+pub async fn run(ctx: Arc<Context>, rc: RunContext, namespace: Option<String>) {
+    fn api<K: Resource<Scope = k8s_openapi::NamespaceResourceScope>>(
+        c: &kube::Client,
+        ns: &Option<String>,
+    ) -> Api<K>
+    where
+        K::DynamicType: Default,
+    {
+        match ns {
+            Some(ns) => Api::namespaced(c.clone(), ns),
+            None => Api::all(c.clone()),
+        }
+    }
+    let client = ctx.client.clone();
+    let wc = watcher::Config::default();
+    let controller = Controller::new(api::<FoundationDBCluster>(&client, &namespace), wc.clone())
+        .owns(api::<Pod>(&client, &namespace), wc.clone())
+        .owns(
+            api::<PersistentVolumeClaim>(&client, &namespace),
+            wc.clone(),
+        )
+        .owns(api::<Service>(&client, &namespace), wc.clone())
+        .owns(api::<ConfigMap>(&client, &namespace), wc);
+    let settings = ControllerSettings::new(CONTROLLER);
+    run_controller(controller, &settings, &rc, reconcile, error_policy, ctx).await;
+}
+
+/// Declares a step's error enum: Kubernetes and database failures, with categories.
+macro_rules! step_error {
+    ($name:ident, $what:literal) => {
+        #[doc = concat!("Why ", $what, " failed.")]
+        #[derive(Debug, thiserror::Error)]
+        pub enum $name {
+            /// A Kubernetes request failed.
+            #[error("{0}")]
+            Kube(#[from] kube::Error),
+            /// A database call failed.
+            #[error("{0}")]
+            Admin(#[from] crate::admin::AdminError),
+        }
+
+        impl kit::reconcile::ReconcileError for $name {
+            fn category(&self) -> &'static str {
+                match self {
+                    $name::Kube(_) => "kubernetes_request_failed",
+                    $name::Admin(e) => e.category(),
+                }
+            }
+        }
+    };
+}
+pub(crate) use step_error;

@@ -1,0 +1,390 @@
+//! RemoveProcessGroups (reference §4 step 25): removes groups marked for removal only after
+//! their exclusion is verified, and includes them again only once every resource is gone.
+//! - Verification ([`classify`]): a group whose exclusion is not recorded yet is looked up in
+//!   the status (trusted only with at most one active generation and no
+//!   storage/log/configuration/replication error message): not excluded, in progress
+//!   (excluded but some process still holds a role), fully excluded, or missing. Missing
+//!   and fully excluded groups are confirmed with a *blocking* `exclude`; only a confirmed
+//!   group gets `exclusionTimestamp`. A current coordinator is never removed.
+//! - Nothing removable while exclusions are pending ⇒ stop (15 s).
+//! - Removal: delete the pod, the PVC and the per-group service of every excluded group
+//!   (a pod annotated `foundationdb.org/isolate-process-group=true` is kept). A group whose
+//!   objects still exist stays (ResourcesTerminating) and is not included.
+//! - Inclusion: groups with nothing left whose exclusion is still in the database are
+//!   included in one batch, behind the gates (last recovery at least
+//!   `--minimum-recovery-time-for-inclusion`, 600 s, and recovery state `fully_recovered` or
+//!   `all_logs_recruited`) and the lock; then they leave the status. Groups needing no
+//!   include leave it directly. A failed or deferred include is a delayed requeue (60 s).
+//! - Not built: the fault-tolerance check before deletions, `waitBetweenRemovalsSeconds`, the
+//!   zone-wise removal mode (every removable group is removed at once, mode `All`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kit::pipeline::{Flow, Step, StepResult};
+use kube::api::DeleteParams;
+
+use super::exclude_processes::targets;
+use super::{Pass, step_error};
+use crate::admin::FdbStatus;
+use crate::crd::{ConnectionString, ProcessAddress, ProcessGroupStatus};
+
+step_error!(RemoveProcessGroupsError, "removing process groups");
+
+/// Annotation that keeps a pod from being deleted.
+pub const ISOLATE_KEY: &str = "foundationdb.org/isolate-process-group";
+
+/// The step.
+pub struct RemoveProcessGroups;
+
+/// Where a removed group's exclusion stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exclusion {
+    /// Not excluded (or the status cannot be trusted).
+    NotExcluded,
+    /// Excluded, but a process still holds a role (data is draining).
+    InProgress,
+    /// Every process excluded and without roles.
+    Excluded,
+    /// No process of the group in the status.
+    Missing,
+}
+
+/// Classifies `id`'s exclusion from `db` (see the module docs).
+pub fn classify(id: &str, db: &FdbStatus) -> Exclusion {
+    let untrusted = db.cluster.recovery_state.active_generations > 1
+        || db.cluster.messages.iter().any(|m| {
+            matches!(
+                m.name.as_str(),
+                "storage_servers_error"
+                    | "log_servers_error"
+                    | "unreadable_configuration"
+                    | "full_replication_timeout"
+            )
+        });
+    if untrusted {
+        return Exclusion::NotExcluded;
+    }
+    let processes: Vec<_> = db
+        .cluster
+        .processes
+        .values()
+        .filter(|p| p.instance_id() == Some(id))
+        .collect();
+    if processes.is_empty() {
+        Exclusion::Missing
+    } else if processes.iter().all(|p| p.excluded && p.roles.is_empty()) {
+        Exclusion::Excluded
+    } else if processes.iter().any(|p| p.excluded) {
+        Exclusion::InProgress
+    } else {
+        Exclusion::NotExcluded
+    }
+}
+
+/// Whether `group`'s processes include a current coordinator.
+pub fn is_coordinator(group: &ProcessGroupStatus, connection_string: &str, db: &FdbStatus) -> bool {
+    let coordinators: BTreeSet<String> = ConnectionString::parse(connection_string)
+        .map(|c| c.coordinators.into_iter().collect())
+        .unwrap_or_default();
+    db.cluster.processes.values().any(|p| {
+        p.instance_id() == Some(group.process_group_id.as_str())
+            && coordinators.contains(&p.address)
+    }) || group.addresses.iter().any(|ip| {
+        coordinators
+            .iter()
+            .any(|c| ProcessAddress::parse(c).is_ok_and(|a| &a.host == ip))
+    })
+}
+
+impl RemoveProcessGroups {
+    async fn run_step(&self, pass: &mut Pass) -> Result<Flow, RemoveProcessGroupsError> {
+        let groups = pass.status().process_groups.clone();
+        let removed: Vec<ProcessGroupStatus> = groups
+            .iter()
+            .filter(|g| g.is_marked_for_removal())
+            .cloned()
+            .collect();
+        if removed.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let by_locality = pass.cluster.use_localities_for_exclusion();
+        let cs = pass.status().connection_string.clone();
+        let now = pass.now;
+        // 1. Verify exclusions of groups not yet recorded as excluded.
+        let pending: Vec<&ProcessGroupStatus> =
+            removed.iter().filter(|g| !g.is_excluded()).collect();
+        if !pending.is_empty() {
+            let Some(db) = pass.db.clone() else {
+                return Ok(Flow::delay(Duration::from_secs(15)));
+            };
+            if !pass.safe_for_destructive_steps() {
+                return Ok(Flow::delay(Duration::from_secs(15)));
+            }
+            let mut confirmed = Vec::new();
+            for g in &pending {
+                let id = g.process_group_id.as_str();
+                match classify(id, &db) {
+                    Exclusion::Excluded | Exclusion::Missing => {
+                        if is_coordinator(g, &cs, &db) {
+                            tracing::info!(cluster = %pass.name(), group = %id, "not removing a coordinator");
+                            continue;
+                        }
+                        let t = targets(g, by_locality);
+                        if t.is_empty() {
+                            continue;
+                        }
+                        match pass.admin().exclude(&t, false).await {
+                            Ok(()) => confirmed.push(g.process_group_id.clone()),
+                            Err(e) => {
+                                tracing::info!(cluster = %pass.name(), group = %id, error = %e, "exclusion not confirmed yet")
+                            }
+                        }
+                    }
+                    state => {
+                        tracing::debug!(cluster = %pass.name(), group = %id, ?state, "exclusion not complete")
+                    }
+                }
+            }
+            if !confirmed.is_empty() {
+                for g in &mut pass.status().process_groups {
+                    if confirmed.contains(&g.process_group_id) {
+                        g.set_exclude(now);
+                    }
+                }
+                pass.write_status().await?;
+            }
+            let none_excluded = !pass
+                .status()
+                .process_groups
+                .iter()
+                .any(|g| g.is_marked_for_removal() && g.is_excluded());
+            if none_excluded {
+                return Ok(Flow::stop(Duration::from_secs(15)));
+            }
+        }
+        // 2. Delete the resources of excluded groups.
+        let pods = pass.pods().await?;
+        let pvcs = pass.pvcs().await?;
+        let services = pass.services().await?;
+        let excluded: Vec<ProcessGroupStatus> = pass
+            .status()
+            .process_groups
+            .iter()
+            .filter(|g| g.is_marked_for_removal() && g.is_excluded())
+            .cloned()
+            .collect();
+        let mut gone = Vec::new();
+        for g in &excluded {
+            let id = g.process_group_id.as_str();
+            let mut left = false;
+            if let Some(pod) = pods.get(id) {
+                left = true;
+                let isolated = pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(ISOLATE_KEY))
+                    .is_some_and(|v| v == "true");
+                if !isolated && pod.metadata.deletion_timestamp.is_none() {
+                    let name = pod.metadata.name.clone().unwrap_or_default();
+                    tracing::info!(cluster = %pass.name(), group = %id, pod = %name, "deleting pod of removed group");
+                    pass.event(
+                        false,
+                        "RemovingProcessGroup",
+                        format!("exclusion of {id} verified: deleting its resources"),
+                    )
+                    .await;
+                    delete(pass.api::<Pod>(), &name).await?;
+                }
+            }
+            if let Some(pvc) = pvcs.get(id) {
+                left = true;
+                if pvc.metadata.deletion_timestamp.is_none() {
+                    let name = pvc.metadata.name.clone().unwrap_or_default();
+                    delete(pass.api::<PersistentVolumeClaim>(), &name).await?;
+                }
+            }
+            if let Some(svc) = services.get(id) {
+                left = true;
+                if svc.metadata.deletion_timestamp.is_none() {
+                    let name = svc.metadata.name.clone().unwrap_or_default();
+                    delete(pass.api::<Service>(), &name).await?;
+                }
+            }
+            if !left {
+                gone.push(g.clone());
+            }
+        }
+        if gone.is_empty() {
+            return Ok(Flow::delay(Duration::from_secs(5)));
+        }
+        // 3. Include, in one batch, whatever is still excluded; then drop the groups.
+        let exclusions: BTreeSet<String> = match pass.admin().get_exclusions().await {
+            Ok(e) => e.into_iter().collect(),
+            Err(e) => {
+                tracing::info!(cluster = %pass.name(), error = %e, "reading exclusions failed");
+                return Ok(Flow::delay(Duration::from_secs(60)));
+            }
+        };
+        let mut include: BTreeMap<String, ProcessAddress> = BTreeMap::new();
+        for g in &gone {
+            let mut t = targets(g, true);
+            if !by_locality || g.process_class.is_log_process() {
+                t.extend(targets(g, false));
+            }
+            for a in t.into_iter().filter(|a| exclusions.contains(&a.host)) {
+                include.insert(a.host.clone(), a);
+            }
+        }
+        if !include.is_empty() {
+            let recovery_ok = pass.db.as_ref().is_some_and(|db| {
+                matches!(
+                    db.cluster.recovery_state.name.as_str(),
+                    "fully_recovered" | "all_logs_recruited"
+                )
+            });
+            if !pass.safe_for_destructive_steps()
+                || !recovery_ok
+                || !pass.recovered_for(pass.ctx.options.minimum_recovery_time_for_inclusion)
+            {
+                tracing::info!(cluster = %pass.name(), "inclusion deferred until the last recovery is old enough");
+                return Ok(Flow::delay(Duration::from_secs(60)));
+            }
+            if let Err(e) = pass.take_lock().await {
+                tracing::info!(cluster = %pass.name(), error = %e, "waiting for the lock");
+                return Ok(Flow::delay(Duration::from_secs(60)));
+            }
+            let batch: Vec<ProcessAddress> = include.into_values().collect();
+            tracing::info!(cluster = %pass.name(), addresses = ?batch.iter().map(|a| a.host.clone()).collect::<Vec<_>>(), "including");
+            if let Err(e) = pass.admin().include(&batch).await {
+                tracing::warn!(cluster = %pass.name(), error = %e, "include failed");
+                return Ok(Flow::delay(Duration::from_secs(60)));
+            }
+            pass.event(
+                false,
+                "IncludedProcesses",
+                format!(
+                    "included {}",
+                    batch
+                        .iter()
+                        .map(|a| a.host.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+            )
+            .await;
+        }
+        let ids: BTreeSet<_> = gone.iter().map(|g| g.process_group_id.clone()).collect();
+        pass.status()
+            .process_groups
+            .retain(|g| !ids.contains(&g.process_group_id));
+        pass.write_status().await?;
+        pass.db = pass.admin().get_status().await.ok();
+        Ok(Flow::Continue)
+    }
+}
+
+async fn delete<K>(api: kube::Api<K>, name: &str) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+impl Step<Pass> for RemoveProcessGroups {
+    fn name(&self) -> &'static str {
+        "remove_process_groups"
+    }
+
+    fn run<'a>(&'a self, pass: &'a mut Pass) -> BoxFuture<'a, StepResult> {
+        Box::pin(async move { Ok(self.run_step(pass).await?) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::status::{ProcessInfo, ProcessRoleInfo, StatusMessage};
+    use crate::crd::{ProcessClass, ProcessGroupId};
+
+    fn process(id: &str, excluded: bool, roles: &[&str]) -> ProcessInfo {
+        ProcessInfo {
+            address: "127.1.0.1:4501".into(),
+            excluded,
+            locality: [("instance_id".to_string(), id.to_string())].into(),
+            roles: roles
+                .iter()
+                .map(|r| ProcessRoleInfo {
+                    role: r.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn status(p: Option<ProcessInfo>) -> FdbStatus {
+        let mut s = FdbStatus::default();
+        s.cluster.recovery_state.active_generations = 1;
+        if let Some(p) = p {
+            s.cluster.processes.insert("1".into(), p);
+        }
+        s
+    }
+
+    #[test]
+    fn classification_table() {
+        let mut untrusted = status(Some(process("storage-1", true, &[])));
+        untrusted.cluster.messages.push(StatusMessage {
+            name: "storage_servers_error".into(),
+            ..Default::default()
+        });
+        let mut recovering = status(Some(process("storage-1", true, &[])));
+        recovering.cluster.recovery_state.active_generations = 2;
+        let cases = [
+            (
+                "not excluded",
+                status(Some(process("storage-1", false, &["storage"]))),
+                Exclusion::NotExcluded,
+            ),
+            (
+                "draining",
+                status(Some(process("storage-1", true, &["storage"]))),
+                Exclusion::InProgress,
+            ),
+            (
+                "drained",
+                status(Some(process("storage-1", true, &[]))),
+                Exclusion::Excluded,
+            ),
+            ("missing", status(None), Exclusion::Missing),
+            ("storage error message", untrusted, Exclusion::NotExcluded),
+            ("two generations", recovering, Exclusion::NotExcluded),
+        ];
+        for (name, db, want) in cases {
+            assert_eq!(classify("storage-1", &db), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn coordinators_are_recognised_by_process_or_pod_ip() {
+        let db = status(Some(process("log-1", false, &["coordinator"])));
+        let mut g = ProcessGroupStatus::new(
+            ProcessGroupId::new("log-1"),
+            ProcessClass::new("log"),
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        assert!(is_coordinator(&g, "d:g@127.1.0.1:4501", &db));
+        assert!(!is_coordinator(&g, "d:g@127.1.0.2:4501", &db));
+        g.process_group_id = ProcessGroupId::new("log-2");
+        g.addresses = vec!["127.1.0.2".into()];
+        assert!(is_coordinator(&g, "d:g@127.1.0.2:4501", &db));
+    }
+}

@@ -1,0 +1,423 @@
+//! UpdateStatus (reference §4 step 1 and 27, §2.3): runs first and last in every pass.
+//!
+//! Contract:
+//! - Fetches `status json` into the pass's cache. A cluster without connection string, or
+//!   an unconfigured one whose database does not answer, works without a status (the
+//!   `configurationMissing` stand-in); a configured cluster whose database does not answer
+//!   is marked unavailable and the step asks for a delayed requeue (later steps still run
+//!   and skip whatever needs the database).
+//! - Builds the status from the previous one: the database's connection string wins,
+//!   `configured` is sticky, the live configuration and the running version are refreshed
+//!   only from an available database, and each process group's conditions follow its pod,
+//!   PVC and processes ([`update_group`]). Groups named in the spec's removal lists are
+//!   marked for removal (without exclusion for `processGroupsToRemoveWithoutExclusion`).
+//! - [`check_reconciliation`] sets the generation markers; when nothing blocks,
+//!   `generations.reconciled` becomes `metadata.generation` and the global lock, if held,
+//!   is released.
+//! - The status is written only if it changed; not reconciled ⇒ delayed requeue (10 s).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kit::pipeline::{Flow, Step, StepResult};
+
+use super::{Pass, coordinators, resources, step_error};
+use crate::admin::FdbStatus;
+use crate::admin::status::ProcessInfo;
+use crate::crd::{
+    ClusterGenerationStatus, ClusterHealth, FoundationDBCluster, FoundationDBClusterStatus,
+    ProcessGroupStatus, condition,
+};
+
+step_error!(UpdateStatusError, "updating the status");
+
+/// The step.
+pub struct UpdateStatus;
+
+/// What was observed about one process group.
+#[derive(Clone, Debug, Default)]
+pub struct Observed<'a> {
+    /// Its pod.
+    pub pod: Option<&'a Pod>,
+    /// Its PVC exists.
+    pub pvc: bool,
+    /// Its processes in the status (empty when it has none or no status is known).
+    pub processes: Vec<&'a ProcessInfo>,
+    /// A status with processes is known (process checks run only then).
+    pub status_has_processes: bool,
+    /// The desired pod-spec hash.
+    pub spec_hash: String,
+}
+
+/// Updates `group`'s conditions and addresses from what was observed (upstream's rules for
+/// the v1 scope: missing pod/PVC/processes, pending/failed pods, wrong spec hash, processes
+/// excluded behind its back, resources terminating once removed and excluded).
+pub fn update_group(
+    group: &mut ProcessGroupStatus,
+    seen: &Observed,
+    available: bool,
+    now: Timestamp,
+) {
+    let removed_excluded = group.is_marked_for_removal() && group.is_excluded();
+    let deleting = seen
+        .pod
+        .is_some_and(|p| p.metadata.deletion_timestamp.is_some());
+    group.update_condition(
+        condition::RESOURCES_TERMINATING,
+        removed_excluded && (deleting || seen.pod.is_some() || seen.pvc),
+        now,
+    );
+    group.update_condition(
+        condition::MISSING_POD,
+        seen.pod.is_none() && !removed_excluded,
+        now,
+    );
+    group.update_condition(
+        condition::MISSING_PVC,
+        group.process_class.is_stateful() && !seen.pvc && !removed_excluded,
+        now,
+    );
+    if let Some(pod) = seen.pod {
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        group.update_condition(condition::POD_PENDING, phase == "Pending", now);
+        group.update_condition(condition::POD_FAILING, phase == "Failed", now);
+        let hash = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(resources::LAST_SPEC_KEY));
+        group.update_condition(
+            condition::INCORRECT_POD_SPEC,
+            hash.is_some_and(|h| *h != seen.spec_hash),
+            now,
+        );
+        let ips: Vec<String> = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ips.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|ip| ip.ip)
+            .collect();
+        group.add_addresses(&ips, group.is_marked_for_removal() || !available);
+    } else {
+        group.update_condition(condition::POD_PENDING, false, now);
+        group.update_condition(condition::POD_FAILING, false, now);
+        group.update_condition(condition::INCORRECT_POD_SPEC, false, now);
+    }
+    if seen.status_has_processes {
+        group.update_condition(
+            condition::MISSING_PROCESSES,
+            seen.processes.is_empty() && !removed_excluded,
+            now,
+        );
+        let excluded = seen.processes.iter().any(|p| p.excluded);
+        group.update_condition(
+            condition::PROCESS_IS_MARKED_AS_EXCLUDED,
+            excluded && !group.is_marked_for_removal(),
+            now,
+        );
+        if let Some(zone) = seen.processes.iter().find_map(|p| p.locality.get("zoneid")) {
+            group.fault_domain = zone.clone();
+        }
+    }
+}
+
+/// Sets the generation markers (reference §2.3) and returns whether the cluster is
+/// reconciled at `generation`.
+pub fn check_reconciliation(
+    cluster: &FoundationDBCluster,
+    status: &mut FoundationDBClusterStatus,
+) -> bool {
+    let generation = cluster.metadata.generation.unwrap_or(0);
+    let mut g = ClusterGenerationStatus {
+        reconciled: status.generations.reconciled,
+        ..ClusterGenerationStatus::default()
+    };
+    let mut reconciled = true;
+    if !status.configured {
+        g.needs_configuration_change = generation;
+        status.generations = g;
+        return false;
+    }
+    let desired = cluster.process_counts_with_defaults().map();
+    let mut current: BTreeMap<_, i64> = BTreeMap::new();
+    for group in &status.process_groups {
+        if group.is_marked_for_removal() {
+            if group.has_condition(condition::RESOURCES_TERMINATING) {
+                g.has_pending_removal = generation;
+            } else {
+                g.needs_shrink = generation;
+                reconciled = false;
+            }
+            continue;
+        }
+        *current.entry(group.process_class.clone()).or_default() += 1;
+        if !group.process_group_conditions.is_empty() {
+            g.has_unhealthy_process = generation;
+            reconciled = false;
+        }
+        if group.has_condition(condition::INCORRECT_COMMAND_LINE) {
+            g.needs_bounce = generation;
+        }
+        if group.has_condition(condition::INCORRECT_POD_SPEC) {
+            g.needs_pod_deletion = generation;
+        }
+    }
+    for (class, want) in &desired {
+        let have = current.get(class).copied().unwrap_or(0);
+        let want = (*want).max(0);
+        if have < want {
+            g.needs_grow = generation;
+            reconciled = false;
+        } else if have > want {
+            g.needs_shrink = generation;
+            reconciled = false;
+        }
+    }
+    for (class, have) in &current {
+        if !desired.contains_key(class) && *have > 0 {
+            g.needs_shrink = generation;
+            reconciled = false;
+        }
+    }
+    if !status.health.available {
+        g.database_unavailable = generation;
+        reconciled = false;
+    }
+    if status.database_configuration != cluster.desired_database_configuration() {
+        g.needs_configuration_change = generation;
+        reconciled = false;
+    }
+    if status.has_incorrect_config_map {
+        g.needs_monitor_conf_update = generation;
+        reconciled = false;
+    }
+    if status.has_incorrect_service_config {
+        g.needs_service_update = generation;
+        reconciled = false;
+    }
+    if status.needs_new_coordinators {
+        g.needs_coordinator_change = generation;
+        reconciled = false;
+    }
+    let denied: BTreeSet<&String> = status.locks.deny_list.iter().collect();
+    let converged = cluster
+        .spec
+        .lock_options
+        .deny_list
+        .iter()
+        .all(|e| denied.contains(&e.id) != e.allow);
+    if cluster.should_use_locks() && !converged {
+        g.needs_lock_configuration_changes = generation;
+        reconciled = false;
+    }
+    if reconciled {
+        g.reconciled = generation;
+    }
+    status.generations = g;
+    reconciled
+}
+
+fn processes_by_group(db: &FdbStatus) -> BTreeMap<String, Vec<&ProcessInfo>> {
+    let mut map: BTreeMap<String, Vec<&ProcessInfo>> = BTreeMap::new();
+    for p in db.cluster.processes.values() {
+        if let Some(id) = p.instance_id() {
+            map.entry(id.to_owned()).or_default().push(p);
+        }
+    }
+    map
+}
+
+/// The version most processes report (ties: the newer), if any.
+pub fn majority_version(db: &FdbStatus) -> Option<String> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in db.cluster.processes.values() {
+        if !p.version.is_empty() {
+            *counts.entry(p.version.as_str()).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .max_by(|a, b| {
+            a.1.cmp(&b.1).then_with(|| {
+                match (
+                    crate::crd::FdbVersion::parse(a.0),
+                    crate::crd::FdbVersion::parse(b.0),
+                ) {
+                    (Ok(va), Ok(vb)) if va == vb => std::cmp::Ordering::Equal,
+                    (Ok(va), Ok(vb)) if va.is_at_least(&vb) => std::cmp::Ordering::Greater,
+                    (Ok(_), Ok(_)) => std::cmp::Ordering::Less,
+                    _ => a.0.cmp(b.0),
+                }
+            })
+        })
+        .map(|(v, _)| v.to_owned())
+}
+
+impl UpdateStatus {
+    async fn fetch(&self, pass: &mut Pass) -> Option<Flow> {
+        let status = pass.status().clone();
+        if status.connection_string.is_empty() {
+            pass.db = None;
+            return None;
+        }
+        match pass.admin().get_status().await {
+            Ok(db) => {
+                pass.db = Some(db);
+                None
+            }
+            Err(e) => {
+                pass.db = None;
+                if status.configured {
+                    tracing::warn!(cluster = %pass.name(), error = %e, "database status unavailable");
+                    Some(Flow::delay(Duration::from_secs(10)))
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    async fn run_step(&self, pass: &mut Pass) -> Result<Flow, UpdateStatusError> {
+        let unavailable = self.fetch(pass).await;
+        let now = pass.now;
+        let pods = pass.pods().await?;
+        let pvcs = pass.pvcs().await?;
+        let config_map = pass.config_map().await?;
+        let headless = pass
+            .api::<k8s_openapi::api::core::v1::Service>()
+            .get_opt(&pass.name())
+            .await?;
+        let cluster = pass.cluster.clone();
+        let db = pass.db.clone();
+        let mut status = cluster.status.clone().unwrap_or_default();
+        if let Some(db) = &db {
+            if !db.cluster.connection_string.is_empty() {
+                status.connection_string = db.cluster.connection_string.clone();
+            }
+            status.configured |= db.is_configured();
+            status.database_configuration = db
+                .cluster
+                .configuration
+                .normalized(&cluster.spec.database_configuration);
+            if let Some(v) = majority_version(db) {
+                status.running_version = v;
+            }
+        }
+        if status.running_version.is_empty() {
+            status.running_version = cluster.spec.version.clone();
+        }
+        status.health = match &db {
+            Some(db) => ClusterHealth {
+                available: db.client.database_status.available,
+                healthy: db.client.database_status.healthy,
+                full_replication: db.cluster.full_replication,
+                data_movement_priority: db.cluster.data.moving_data.highest_priority,
+            },
+            None => ClusterHealth::default(),
+        };
+        let by_group = db.as_ref().map(processes_by_group).unwrap_or_default();
+        let has_processes = db.as_ref().is_some_and(|d| !d.cluster.processes.is_empty());
+        let available = status.health.available;
+        let to_remove: BTreeSet<_> = cluster.spec.process_groups_to_remove.iter().collect();
+        let without_exclusion: BTreeSet<_> = cluster
+            .spec
+            .process_groups_to_remove_without_exclusion
+            .iter()
+            .collect();
+        let mut hashed = cluster.clone();
+        hashed.status = Some(status.clone());
+        for group in &mut status.process_groups {
+            let id = group.process_group_id.clone();
+            if without_exclusion.contains(&id) || group.process_class.as_str() == "test" {
+                group.mark_for_removal(now);
+                group.exclusion_skipped = true;
+                group.set_exclude(now);
+            } else if to_remove.contains(&id) {
+                group.mark_for_removal(now);
+            }
+            let seen = Observed {
+                pod: pods.get(id.as_str()),
+                pvc: pvcs.contains_key(id.as_str()),
+                processes: by_group.get(id.as_str()).cloned().unwrap_or_default(),
+                status_has_processes: has_processes,
+                spec_hash: resources::hash(&resources::pod_spec(&hashed, group)),
+            };
+            update_group(group, &seen, available, now);
+        }
+        status
+            .process_groups
+            .sort_by(|a, b| a.process_group_id.cmp(&b.process_group_id));
+        hashed.status = Some(status.clone());
+        let desired_cm = resources::config_map(&hashed);
+        status.has_incorrect_config_map = config_map.is_none_or(|cm| cm.data != desired_cm.data);
+        status.has_incorrect_service_config =
+            headless.is_some() != cluster.needs_headless_service();
+        let removing: BTreeSet<String> = status
+            .process_groups
+            .iter()
+            .filter(|g| g.is_marked_for_removal())
+            .map(|g| g.process_group_id.to_string())
+            .collect();
+        status.needs_new_coordinators = match &db {
+            Some(db) if status.configured => {
+                !coordinators::valid(&cluster, &status.connection_string, db, &removing)
+            }
+            _ => false,
+        };
+        if status.configured
+            && cluster.should_use_locks()
+            && !cluster.spec.lock_options.deny_list.is_empty()
+            && db.is_some()
+        {
+            match pass.lock().get_deny_list().await {
+                Ok(list) => status.locks.deny_list = list,
+                Err(e) => {
+                    tracing::warn!(cluster = %pass.name(), error = %e, "reading the deny list failed")
+                }
+            }
+        }
+        status.desired_process_groups = cluster.process_counts_with_defaults().total();
+        status.reconciled_process_groups = status
+            .process_groups
+            .iter()
+            .filter(|g| !g.is_marked_for_removal() && g.process_group_conditions.is_empty())
+            .count() as i64;
+        let reconciled = check_reconciliation(&cluster, &mut status);
+        *pass.status() = status;
+        pass.write_status().await?;
+        if reconciled && pass.cluster.should_use_locks() && pass.db.is_some() {
+            pass.lock().release_lock().await?;
+        }
+        if let Some(flow) = unavailable {
+            return Ok(flow);
+        }
+        Ok(if reconciled {
+            Flow::Continue
+        } else {
+            Flow::delay(Duration::from_secs(10))
+        })
+    }
+}
+
+impl Step<Pass> for UpdateStatus {
+    fn name(&self) -> &'static str {
+        "update_status"
+    }
+
+    fn run<'a>(&'a self, pass: &'a mut Pass) -> BoxFuture<'a, StepResult> {
+        Box::pin(async move { Ok(self.run_step(pass).await?) })
+    }
+}
+
+#[cfg(test)]
+#[path = "update_status_tests.rs"]
+mod tests;

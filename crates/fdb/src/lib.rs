@@ -1,0 +1,6 @@
+//! Flotilla's FoundationDB operator: a drop-in replacement for
+//! FoundationDB/fdb-kubernetes-operator v2 (`apps.foundationdb.org/v1beta2`).
+
+pub mod admin;
+pub mod cluster;
+pub mod crd;

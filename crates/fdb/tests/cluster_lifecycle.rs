@@ -1,0 +1,599 @@
+//! The cluster controller on the local control plane with kwok pods and the fake database
+//! (FoundationDB cannot run here): a cluster is created to reconciled with exactly one
+//! `configure new`, a second pass over a converged cluster writes nothing, and a scale-down
+//! excludes before it removes, deletes no pod whose process still holds data, and includes
+//! only after the recovery gate.
+//!
+//! The operator runs as its ServiceAccount under the hand-written RBAC of `deploy/fdb/rbac`.
+//!
+//! The simulator side: a background task derives the fake database's processes from the
+//! pods (one process per running pod, as upstream's mock does) and records any pod that
+//! disappeared while its process still held data.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fdb::admin::LockClient;
+use fdb::admin::fake::FakeDatabase;
+use fdb::cluster::{Context, FakeClients};
+use fdb::crd::FoundationDBCluster;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use testenv::TestNamespace;
+use tokio_util::sync::CancellationToken;
+
+const CLASS_LABEL: &str = "foundationdb.org/fdb-process-class";
+const ID_LABEL: &str = "foundationdb.org/fdb-process-group-id";
+
+struct Harness {
+    client: kube::Client,
+    ns: TestNamespace,
+    clients: FakeClients,
+    token: CancellationToken,
+    violations: Arc<Mutex<Vec<String>>>,
+    _rbac: testenv::rbac::ClusterCleanup,
+}
+
+impl Harness {
+    async fn start(prefix: &str) -> Self {
+        let client = testenv::client().await;
+        for crd in fdb::crd::crds() {
+            testenv::install_crd(&client, crd)
+                .await
+                .expect("install CRD");
+        }
+        let ns = TestNamespace::new(&client, prefix).await;
+        let rbac_dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fdb/rbac");
+        let rbac = testenv::rbac::install_rbac(&client, &rbac_dir, "fdb-operator-system", &ns.name)
+            .await
+            .expect("install RBAC");
+        let operator = testenv::service_account_client(
+            &client,
+            &ns.name,
+            "fdb-kubernetes-operator-controller-manager",
+        )
+        .await
+        .expect("operator client");
+        let clients = FakeClients::default();
+        let token = CancellationToken::new();
+        let ctx = Arc::new(Context::new(operator.clone(), Arc::new(clients.clone())));
+        let rc = kit::controller::RunContext {
+            client: operator,
+            metrics: kit::metrics::Metrics::new(),
+            readiness: kit::health::Readiness::new(),
+            shutdown: token.clone(),
+            metrics_addr: ([127, 0, 0, 1], 0).into(),
+            probe_addr: ([127, 0, 0, 1], 0).into(),
+        };
+        tokio::spawn(fdb::cluster::run(ctx, rc, Some(ns.name.clone())));
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        Harness {
+            client,
+            ns,
+            clients,
+            token,
+            violations,
+            _rbac: rbac,
+        }
+    }
+
+    fn db(&self, name: &str) -> FakeDatabase {
+        self.clients.database(&self.ns.name, name)
+    }
+
+    /// The processes follow the pods; a pod gone while its process holds data is recorded.
+    fn simulate(&self, name: &str) {
+        let (db, pods, token, violations) = (
+            self.db(name),
+            Api::<Pod>::namespaced(self.client.clone(), &self.ns.name),
+            self.token.clone(),
+            self.violations.clone(),
+        );
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(200));
+            while !token.is_cancelled() {
+                tick.tick().await;
+                let Ok(list) = pods.list(&ListParams::default()).await else {
+                    continue;
+                };
+                let present: BTreeSet<String> = list
+                    .items
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .filter_map(|p| p.metadata.labels.as_ref()?.get(ID_LABEL).cloned())
+                    .collect();
+                for id in db.holding_data() {
+                    if !present.contains(&id) {
+                        violations
+                            .lock()
+                            .unwrap()
+                            .push(format!("pod of {id} gone while its process held data"));
+                    }
+                }
+                db.sync_pods(&list.items, CLASS_LABEL, ID_LABEL, "7.1.57");
+            }
+        });
+    }
+
+    fn clusters(&self) -> Api<FoundationDBCluster> {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+
+    async fn reconciled(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
+        testenv::wait_for(
+            &self.clusters(),
+            name,
+            timeout,
+            |c: &FoundationDBCluster| {
+                let s = c.status.clone().unwrap_or_default();
+                s.configured && s.generations.reconciled == c.metadata.generation.unwrap_or(-1)
+            },
+        )
+        .await
+        .expect("cluster reconciled")
+    }
+
+    /// Reconciled with every removal finished: a pending removal (resources terminating or
+    /// waiting for the include) does not block `reconciled`, as upstream.
+    async fn removals_done(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
+        testenv::wait_for(
+            &self.clusters(),
+            name,
+            timeout,
+            |c: &FoundationDBCluster| {
+                let s = c.status.clone().unwrap_or_default();
+                s.configured
+                    && s.generations.reconciled == c.metadata.generation.unwrap_or(-1)
+                    && !s.process_groups.iter().any(|g| g.is_marked_for_removal())
+            },
+        )
+        .await
+        .expect("cluster reconciled without pending removals")
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+fn storage_groups(c: &FoundationDBCluster) -> BTreeSet<String> {
+    c.status
+        .as_ref()
+        .unwrap()
+        .process_groups
+        .iter()
+        .filter(|g| g.process_class.as_str() == "storage")
+        .map(|g| g.process_group_id.to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
+    let h = Harness::start("fdb-lifecycle").await;
+    let name = "sample";
+    h.simulate(name);
+    let db = h.db(name);
+    db.set_drain_reads(5);
+    let cluster: FoundationDBCluster = serde_json::from_value(json!({
+        "apiVersion": "apps.foundationdb.org/v1beta2",
+        "kind": "FoundationDBCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "version": "7.1.57",
+            "faultDomain": {"key": "foundationdb.org/none"},
+            "routing": {"useDNSInClusterFile": false},
+            "processes": {"general": {"volumeClaimTemplate": {"spec": {"resources": {"requests": {"storage": "1G"}}}}}},
+        },
+    }))
+    .unwrap();
+    h.clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .expect("create");
+
+    // 1. Created to reconciled: 16 pods (3 storage, 4 log, 9 stateless), 7 PVCs.
+    let c = h.reconciled(name, Duration::from_secs(180)).await;
+    let status = c.status.clone().unwrap();
+    let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(pods.items.len(), 16);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(h.client.clone(), &h.ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(pvcs.items.len(), 7);
+    assert_eq!(status.process_groups.len(), 16);
+    let ids: BTreeSet<_> = status
+        .process_groups
+        .iter()
+        .map(|g| g.process_group_id.clone())
+        .collect();
+    assert_eq!(ids.len(), 16, "stable, unique IDs");
+    let configure_new: Vec<String> = db
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("configure new"))
+        .collect();
+    assert_eq!(
+        configure_new.len(),
+        1,
+        "configure new exactly once: {configure_new:?}"
+    );
+    assert!(
+        configure_new[0].starts_with("configure new double ssd-2"),
+        "{configure_new:?}"
+    );
+    let cs =
+        fdb::crd::ConnectionString::parse(&status.connection_string).expect("connection string");
+    assert_eq!(cs.coordinators.len(), 3);
+    assert_eq!(cs.database_name, "sample");
+    let cm = Api::<ConfigMap>::namespaced(h.client.clone(), &h.ns.name)
+        .get("sample-config")
+        .await
+        .unwrap();
+    assert_eq!(
+        cm.data.as_ref().unwrap()["cluster-file"],
+        status.connection_string
+    );
+    assert!(status.health.available);
+
+    // 2. A pass over the converged cluster makes no write.
+    let (counting, counts) = testenv::counting_client().await;
+    let quiet = Arc::new(Context::new(counting, Arc::new(h.clients.clone())));
+    let live = h.clusters().get(name).await.unwrap();
+    fdb::cluster::reconcile(Arc::new(live), quiet)
+        .await
+        .expect("pass");
+    assert_eq!(
+        counts.writes(),
+        0,
+        "requests by verb: {:?}",
+        counts.by_verb()
+    );
+
+    // 3. Scale storage 3 → 2 once the database allows exclusions (recovery gate).
+    let before = storage_groups(&c);
+    db.advance(700);
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"processCounts": {"storage": 2}}})),
+        )
+        .await
+        .unwrap();
+    // The group is excluded, verified, its resources deleted; the include waits for the
+    // inclusion gate (the exclusion was a recovery).
+    let excluded = testenv::eventually(
+        "removed group excluded and gone",
+        Duration::from_secs(240),
+        || async {
+            let c = h.clusters().get(name).await.ok()?;
+            let g = c
+                .status?
+                .process_groups
+                .into_iter()
+                .find(|g| g.is_marked_for_removal() && g.exclusion_timestamp.is_some())?;
+            let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
+            pods.get_opt(&g.pod_name(name))
+                .await
+                .ok()?
+                .is_none()
+                .then_some(g)
+        },
+    )
+    .await
+    .unwrap();
+    let id = excluded.process_group_id.to_string();
+    assert!(
+        !db.calls().iter().any(|c| c.starts_with("include")),
+        "no include before the recovery gate: {:?}",
+        db.calls()
+    );
+    db.advance(700);
+    let c = h.removals_done(name, Duration::from_secs(240)).await;
+    let after = storage_groups(&c);
+    assert_eq!(after.len(), 2);
+    assert!(before.contains(&id) && !after.contains(&id));
+    let calls = db.calls();
+    let pos = |prefix: &str| {
+        calls
+            .iter()
+            .position(|c| c.starts_with(prefix) && c.contains(&id))
+    };
+    let (no_wait, blocking, include) = (
+        pos("exclude no_wait").expect("exclude no_wait"),
+        calls
+            .iter()
+            .position(|c| c == &format!("exclude locality_instance_id:{id}"))
+            .expect("verifying exclude"),
+        pos("include").expect("include"),
+    );
+    assert!(no_wait < blocking && blocking < include, "{calls:?}");
+    assert!(db.exclusions().is_empty(), "included again");
+    // Events (recorded as the operator's ServiceAccount) explain what it did.
+    let events =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
+    let reasons: BTreeSet<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for reason in [
+        "GeneratedClusterFile",
+        "ConfiguredNewDatabase",
+        "ExcludedProcesses",
+        "RemovingProcessGroup",
+        "IncludedProcesses",
+    ] {
+        assert!(reasons.contains(reason), "{reason} in {reasons:?}");
+    }
+    let violations = h.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
+async fn create(h: &Harness, name: &str, spec: serde_json::Value) -> FoundationDBCluster {
+    let mut full = json!({
+        "version": "7.1.57",
+        "faultDomain": {"key": "foundationdb.org/none"},
+        "routing": {"useDNSInClusterFile": false},
+        "processes": {"general": {"volumeClaimTemplate": {"spec": {"resources": {"requests": {"storage": "1G"}}}}}},
+    });
+    for (k, v) in spec.as_object().unwrap() {
+        full[k] = v.clone();
+    }
+    let cluster: FoundationDBCluster = serde_json::from_value(json!({
+        "apiVersion": "apps.foundationdb.org/v1beta2",
+        "kind": "FoundationDBCluster",
+        "metadata": {"name": name},
+        "spec": full,
+    }))
+    .unwrap();
+    h.clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .expect("create");
+    h.reconciled(name, Duration::from_secs(180)).await
+}
+
+#[tokio::test]
+async fn a_coordinator_is_removed_only_after_new_coordinators_and_the_lock_obeys_the_deny_list() {
+    let h = Harness::start("fdb-coordinator").await;
+    let name = "locked";
+    h.simulate(name);
+    let db = h.db(name);
+    db.set_drain_reads(3);
+    let c = create(
+        &h,
+        name,
+        json!({"processGroupIDPrefix": "dc1", "lockOptions": {"disableLocks": false}}),
+    )
+    .await;
+    let status = c.status.clone().unwrap();
+    let old = fdb::crd::ConnectionString::parse(&status.connection_string).unwrap();
+    let coordinator_ip = old.coordinators[0].split(':').next().unwrap().to_owned();
+    let group = status
+        .process_groups
+        .iter()
+        .find(|g| g.addresses.contains(&coordinator_ip))
+        .expect("the coordinator's group")
+        .clone();
+    let id = group.process_group_id.to_string();
+
+    // Another operator instance ("dc2") holds the lock: the removal waits for it.
+    let b = db.lock_client("dc2", 3600);
+    b.take_lock().await.unwrap();
+    db.advance(700);
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"processGroupsToRemove": [id]}})),
+        )
+        .await
+        .unwrap();
+    testenv::eventually(
+        "operator dc1 refused the lock",
+        Duration::from_secs(240),
+        || async {
+            db.calls()
+                .iter()
+                .any(|c| c == "lock dc1: held by dc2")
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        !db.calls().iter().any(|c| c.starts_with("exclude")),
+        "nothing excluded without the lock: {:?}",
+        db.calls()
+    );
+
+    // The replacement group reports its process first (a group of the class missing its
+    // processes for under 5 minutes cancels the exclusion round; the coordinator change would
+    // then go first and the exclusion wait for two minutes of recovery).
+    testenv::eventually(
+        "replacement reporting",
+        Duration::from_secs(120),
+        || async {
+            let s = h.clusters().get(name).await.ok()?.status?;
+            (s.process_groups.len() == 17
+                && !s
+                    .process_groups
+                    .iter()
+                    .any(|g| g.has_condition("MissingProcesses")))
+            .then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    // Deny "dc2": operator dc1 takes dc2's unexpired lock over and goes on.
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"lockOptions": {"denyList": [{"id": "dc2"}]}}})),
+        )
+        .await
+        .unwrap();
+    testenv::eventually(
+        "removed coordinator excluded and gone",
+        Duration::from_secs(240),
+        || async {
+            let c = h.clusters().get(name).await.ok()?;
+            let g =
+                c.status?.process_groups.into_iter().find(|g| {
+                    g.process_group_id.as_str() == id && g.exclusion_timestamp.is_some()
+                })?;
+            let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
+            pods.get_opt(&g.pod_name(name))
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}: calls {:?}", db.calls()));
+    db.advance(700);
+    let c = h.removals_done(name, Duration::from_secs(240)).await;
+    let status = c.status.unwrap();
+    assert!(
+        !status
+            .process_groups
+            .iter()
+            .any(|g| g.process_group_id.as_str() == id)
+    );
+    assert_eq!(status.locks.deny_list, vec!["dc2"]);
+    let new = fdb::crd::ConnectionString::parse(&status.connection_string).unwrap();
+    assert_eq!(new.coordinators.len(), 3);
+    assert!(!new.coordinators.contains(&old.coordinators[0]), "{new:?}");
+    assert_ne!(new.generation_id, old.generation_id);
+
+    let calls = db.calls();
+    let at = |pred: &dyn Fn(&String) -> bool, what: &str| {
+        calls
+            .iter()
+            .position(pred)
+            .unwrap_or_else(|| panic!("no {what} in {calls:?}"))
+    };
+    let no_wait = at(
+        &|c| c == &format!("exclude no_wait locality_instance_id:{id}"),
+        "exclude no_wait",
+    );
+    let taken = at(&|c| c == "lock dc1: taken", "lock taken by a");
+    let coordinators = at(&|c| c.starts_with("coordinators "), "coordinator change");
+    let verified = at(
+        &|c| c == &format!("exclude locality_instance_id:{id}"),
+        "verifying exclude",
+    );
+    let include = at(&|c| c.starts_with("include ") && c.contains(&id), "include");
+    assert!(taken < no_wait, "{calls:?}");
+    // The coordinators change (ExcludeProcesses on excluding a coordinator, or ChangeCoordinators
+    // because a group being removed may not coordinate) before the removal is verified.
+    assert!(
+        coordinators < verified && no_wait < verified && verified < include,
+        "{calls:?}"
+    );
+    assert!(
+        !calls[coordinators].contains(&old.coordinators[0]),
+        "{calls:?}"
+    );
+    // dc1 released the lock once reconciled. (A denied instance is refused only while a lock
+    // record exists: upstream writes a free lock before it looks at the deny list; the fake's
+    // unit tests cover the refusal.)
+    // The release follows the write of the reconciled status in the same step.
+    testenv::eventually("lock released", Duration::from_secs(30), || async {
+        db.lock_record().is_none().then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}", db.lock_record()));
+    let violations = h.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
+#[tokio::test]
+async fn an_unavailable_database_gets_nothing_destructive_and_the_status_says_so() {
+    let h = Harness::start("fdb-unavailable").await;
+    let name = "dark";
+    h.simulate(name);
+    let db = h.db(name);
+    create(&h, name, json!({})).await;
+    db.advance(700);
+    db.set_available(false);
+    let before = db.calls().len();
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"processCounts": {"storage": 2}}})),
+        )
+        .await
+        .unwrap();
+    let c = testenv::wait_for(
+        &h.clusters(),
+        name,
+        Duration::from_secs(60),
+        |c: &FoundationDBCluster| {
+            let s = c.status.clone().unwrap_or_default();
+            let generation = c.metadata.generation.unwrap_or(-1);
+            !s.health.available
+                && s.generations.database_unavailable == generation
+                && s.generations.reconciled < generation
+                && s.process_groups.iter().any(|g| g.is_marked_for_removal())
+        },
+    )
+    .await
+    .expect("status reports the unavailable database");
+    let issued: Vec<String> = db.calls()[before..]
+        .iter()
+        .filter(|c| !c.starts_with("lock "))
+        .cloned()
+        .collect();
+    assert!(
+        issued.is_empty(),
+        "nothing issued to an unavailable database: {issued:?}"
+    );
+    let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
+    for g in c.status.unwrap().process_groups {
+        assert!(
+            pods.get_opt(&g.pod_name(name)).await.unwrap().is_some(),
+            "{} kept",
+            g.process_group_id
+        );
+    }
+    // Back online: the scale-down completes.
+    db.set_available(true);
+    testenv::eventually("exclusion issued", Duration::from_secs(60), || async {
+        db.calls()
+            .iter()
+            .any(|c| c.starts_with("exclude no_wait"))
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    testenv::eventually("removed group gone", Duration::from_secs(240), || async {
+        let c = h.clusters().get(name).await.ok()?;
+        let s = c.status?;
+        s.process_groups
+            .iter()
+            .any(|g| g.is_marked_for_removal() && g.exclusion_timestamp.is_some())
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    db.advance(700);
+    let c = h.removals_done(name, Duration::from_secs(240)).await;
+    assert_eq!(storage_groups(&c).len(), 2);
+}
