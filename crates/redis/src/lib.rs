@@ -14,6 +14,7 @@
 
 pub mod admission;
 pub mod cli;
+pub mod cluster;
 pub mod copy_binary;
 pub mod crd;
 pub mod instance_api;
