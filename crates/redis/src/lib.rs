@@ -15,9 +15,12 @@
 pub mod admission;
 pub mod cli;
 pub mod cluster;
+pub mod context;
 pub mod copy_binary;
 pub mod crd;
 pub mod instance_api;
+pub mod instance_client;
+pub mod metrics;
 pub mod names;
 pub mod quantity;
 pub mod run;

@@ -5,6 +5,9 @@
 //! - [`ControllerFlags`] are kit's operator flags with upstream's defaults (metrics on `:9090`,
 //!   probes on `:8080`, leader election on with the Lease `redis-operator-leader`) plus
 //!   `--max-concurrent-reconciles` (default 5).
+//! - `--watch-namespaces`, `--operator-image` (`RELATED_IMAGE_OPERATOR`), `--status-poll-seconds`
+//!   and the test-only `--pods-on-process-nodes` shape the RedisCluster controller
+//!   ([`crate::cluster`]).
 //! - [`run`] and [`run_with_client`] run until shutdown (SIGTERM/SIGINT or the token), the
 //!   loss of leadership, or a failure of the webhook server; either part failing stops the
 //!   other. Controllers run only while the Lease is held; the admission webhook server
@@ -21,7 +24,12 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{Webhook, WebhookFlags};
+use crate::cluster::build::PodSettings;
+use crate::context::{Context, Settings};
+use crate::instance_client::https::HttpsConnector;
+use crate::metrics::RedisMetrics;
 use crate::names;
+use std::sync::Arc;
 
 /// Flags of `redis-operator controller`.
 #[derive(Args, Clone, Debug, PartialEq, Eq)]
@@ -42,6 +50,25 @@ pub struct ControllerFlags {
     /// The admission webhook server and its PKI.
     #[command(flatten)]
     pub webhook: WebhookFlags,
+
+    /// Comma-separated namespaces whose RedisClusters the operator manages; empty means every
+    /// namespace.
+    #[arg(long, env = "WATCH_NAMESPACES", default_value = "")]
+    pub watch_namespaces: String,
+
+    /// The operator image the data pods' `copy-manager` init container runs (it installs the
+    /// instance manager). Defaults to this operator's own published image.
+    #[arg(long, env = "RELATED_IMAGE_OPERATOR", default_value_t = crate::context::default_operator_image())]
+    pub operator_image: String,
+
+    /// Seconds between two status polls of a converged cluster's instances.
+    #[arg(long, env = "STATUS_POLL_SECONDS", default_value_t = 5)]
+    pub status_poll_seconds: u64,
+
+    /// Let data pods tolerate and select Flotilla's process-backed test nodes
+    /// (`flotilla.dev/process-node`). For the local test plane only; never in production.
+    #[arg(long, env = "PODS_ON_PROCESS_NODES", default_value_t = false)]
+    pub pods_on_process_nodes: bool,
 }
 
 impl ControllerFlags {
@@ -53,6 +80,30 @@ impl ControllerFlags {
             self.max_concurrent_reconciles
         );
         Ok(())
+    }
+
+    /// The namespaces to watch, or `None` for every namespace.
+    pub fn namespaces(&self) -> Option<Vec<String>> {
+        let list: Vec<String> = self
+            .watch_namespaces
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect();
+        (!list.is_empty()).then_some(list)
+    }
+
+    /// The settings the controllers run with.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            pod: PodSettings {
+                operator_image: self.operator_image.clone(),
+                process_nodes: self.pods_on_process_nodes,
+            },
+            max_concurrent_reconciles: self.max_concurrent_reconciles,
+            poll_interval: std::time::Duration::from_secs(self.status_poll_seconds.max(1)),
+        }
     }
 
     fn operator_flags(&self) -> OperatorFlags {
@@ -94,6 +145,9 @@ pub async fn run_with_client(
         .with_shutdown(inner.clone())
         .with_manual_readiness();
     let readiness = operator.readiness().clone();
+    let metrics = RedisMetrics::register(operator.metrics());
+    let (settings, namespaces) = (flags.settings(), flags.namespaces());
+    let controllers = move |rc| controllers(rc, settings, namespaces, metrics);
     if !flags.webhook.webhook_enabled {
         readiness.set_ready(true);
         return operator.run(controllers).await;
@@ -114,10 +168,36 @@ pub async fn run_with_client(
     served.and(ran)
 }
 
-// The controllers, while leading. None is built yet: the leader holds the Lease until shutdown.
-async fn controllers(rc: RunContext) -> anyhow::Result<()> {
-    rc.shutdown.cancelled().await;
-    Ok(())
+// The controllers, while leading: the RedisCluster controller per watched namespace (or one
+// over every namespace); the first failure stops the others.
+async fn controllers(
+    rc: RunContext,
+    settings: Settings,
+    namespaces: Option<Vec<String>>,
+    metrics: RedisMetrics,
+) -> anyhow::Result<()> {
+    let ctx = Arc::new(Context::new(
+        rc.client.clone(),
+        settings,
+        Arc::new(HttpsConnector::default()),
+        metrics,
+    ));
+    let rc = RunContext {
+        shutdown: rc.shutdown.child_token(),
+        ..rc
+    };
+    let scopes: Vec<Option<String>> = match namespaces {
+        Some(list) => list.into_iter().map(Some).collect(),
+        None => vec![None],
+    };
+    let runs = scopes
+        .into_iter()
+        .map(|ns| tokio::spawn(crate::cluster::run::run(ctx.clone(), rc.clone(), ns)));
+    let results = futures::future::try_join_all(runs.map(|h| async move { h.await? })).await;
+    if results.is_err() {
+        rc.shutdown.cancel();
+    }
+    results.map(|_| ())
 }
 
 #[cfg(test)]

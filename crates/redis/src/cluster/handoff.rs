@@ -270,11 +270,9 @@ pub fn health(i: &Inputs<'_>) -> Health {
         .since
         .is_some_and(|s| i.now.duration_since(s).unsigned_abs() >= DETECTION_WINDOW);
     if i.streak.misses < DETECTION_MISSES || !spanned {
-        return Health::Suspect(format!(
-            "{what} ({} of {DETECTION_MISSES} observations over {}s)",
-            i.streak.misses,
-            DETECTION_WINDOW.as_secs()
-        ));
+        // No counters in the words: they become the phase reason, which must not change
+        // every pass.
+        return Health::Suspect(format!("{what}; confirming"));
     }
     match corroboration(i, m) {
         Some(why) => Health::Failed(format!("{what}; {why}")),
