@@ -1,5 +1,5 @@
 //! The command line of the one `redis-operator` binary: a subcommand per role, as upstream's
-//! (`controller`, `copy-binary <dst>`).
+//! (`controller`, `instance`, `copy-binary <dst>`, `restore`).
 //!
 //! Contract: [`dispatch`] runs the chosen role to completion and returns its error, which
 //! `main` prints as one line (`kit::cli::finish`).
@@ -30,6 +30,11 @@ pub enum Command {
     /// Run the operator: the admission webhook server on every replica and, while holding the
     /// leader Lease, the controllers.
     Controller(Box<ControllerFlags>),
+    /// Run the instance manager of a Redis data pod (PID 1 of the `redis` container).
+    Instance(Box<crate::instance::InstanceFlags>),
+    /// Restore a completed RedisBackup into the data directory (the bootstrap init
+    /// container).
+    Restore(crate::instance::restore::RestoreFlags),
     /// Copy this executable to DESTINATION (mode 0755, atomically), as the data pods' init
     /// container does to install the instance manager into a shared volume.
     CopyBinary {
@@ -42,6 +47,8 @@ pub enum Command {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Controller(flags) => crate::run::run(*flags).await,
+        Command::Instance(flags) => crate::instance::run(*flags).await,
+        Command::Restore(flags) => crate::instance::restore::run(flags).await,
         Command::CopyBinary { destination } => {
             let src = std::env::current_exe().context("resolving the running executable")?;
             crate::copy_binary::copy_binary(&src, &destination)?;
@@ -71,6 +78,6 @@ mod tests {
     #[test]
     fn a_subcommand_is_required() {
         assert!(Cli::try_parse_from(["redis-operator"]).is_err());
-        assert!(Cli::try_parse_from(["redis-operator", "instance"]).is_err());
+        assert!(Cli::try_parse_from(["redis-operator", "unknown"]).is_err());
     }
 }

@@ -18,6 +18,8 @@ pub mod cluster;
 pub mod context;
 pub mod copy_binary;
 pub mod crd;
+pub mod https;
+pub mod instance;
 pub mod instance_api;
 pub mod instance_client;
 pub mod metrics;

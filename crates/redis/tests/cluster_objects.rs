@@ -3,7 +3,7 @@
 //! while no instance answers, scaling, and that a stable cluster costs it no write. The
 //! operator runs under its own ServiceAccount and RBAC (deploy/redis/rbac).
 
-mod support;
+mod operator;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,9 +15,9 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use operator::Env;
 use redis::crd::{ClusterPhase, RedisCluster};
 use serde_json::json;
-use support::Env;
 
 const T: Duration = Duration::from_secs(90);
 
@@ -210,7 +210,7 @@ async fn the_operator_creates_owns_and_scales_the_children() {
 
     // A stable cluster costs the operator no write: once it has settled (a 5 s window
     // without writes), a 30 s window has none either.
-    support::settled(&env.counts, T).await;
+    operator::settled(&env.counts, T).await;
     env.counts.reset();
     tokio::time::sleep(Duration::from_secs(30)).await; // the measurement window itself
     let by_verb = env.counts.by_verb();

@@ -8,7 +8,7 @@
 //!
 //! Contract of [`Webhook::run`]: make the CA and serving certificate valid and patch the
 //! caBundle of the configured webhook configurations ([`certs`]), serve on the bind address
-//! ([`server`]), and mark `/readyz` ready once serving; then every `--webhook-pki-interval`
+//! ([`crate::https`]), and mark `/readyz` ready once serving; then every `--webhook-pki-interval`
 //! (upstream's hourly) repeat the PKI step and swap in a renewed certificate without a restart.
 //! A request the webhook cannot read is denied with 400; an API read that fails denies the
 //! request with an internal error (failurePolicy Fail semantics: never admit unchecked).
@@ -19,7 +19,6 @@ pub mod defaults;
 pub mod pki;
 pub mod review;
 pub mod scheduled;
-pub mod server;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use self::certs::PkiSettings;
 use self::review::{FieldError, Request, Response};
 use crate::crd::{RedisCluster, RedisScheduledBackup};
-use crate::names;
+use crate::{https, names};
 
 /// Flags of the webhook server (upstream's environment variables where it has them).
 #[derive(Args, Clone, Debug, PartialEq, Eq)]
@@ -167,7 +166,10 @@ impl Webhook {
         let material = certs::ensure(&self.client, &settings, jiff::Timestamp::now())
             .await
             .context("setting up the webhook certificates")?;
-        let store = Arc::new(server::CertStore::new(&material.serving)?);
+        let store = Arc::new(https::CertStore::new(
+            &material.serving.cert_pem,
+            &material.serving.key_pem,
+        )?);
         let listener = tokio::net::TcpListener::bind(self.flags.webhook_bind_address)
             .await
             .with_context(|| {
@@ -177,8 +179,8 @@ impl Webhook {
                 )
             })?;
         let addr = listener.local_addr()?;
-        let config = server::tls_config(store.clone())?;
-        let serving = tokio::spawn(server::serve(
+        let config = https::tls_config(store.clone())?;
+        let serving = tokio::spawn(https::serve(
             listener,
             router(self.client.clone()),
             config,
@@ -196,7 +198,7 @@ impl Webhook {
                 _ = tick.tick() => {}
             }
             match certs::ensure(&self.client, &settings, jiff::Timestamp::now()).await {
-                Ok(m) if m != current => match store.set(&m.serving) {
+                Ok(m) if m != current => match store.set(&m.serving.cert_pem, &m.serving.key_pem) {
                     Ok(()) => {
                         tracing::info!("serving a renewed webhook certificate");
                         current = m;

@@ -3,6 +3,8 @@
 //!
 //! - init container `copy-manager`: the operator image, `/redis-operator copy-binary
 //!   /controller/manager`, installing the instance manager into the `controller` emptyDir;
+//!   with `spec.bootstrap`, ordinal 0 also runs `restore-data` (`/redis-operator restore
+//!   --backup-name <backup>`) before Redis first starts;
 //! - container `redis`: image `spec.imageName`, command `/controller/manager instance`, env
 //!   `CLUSTER_NAME`, `POD_NAME`, `POD_NAMESPACE`, `POD_IP` (downward API), ports 6379 `redis`
 //!   and 8080 `http` (HTTPS), liveness `/healthz` and readiness `/readyz` over HTTPS;
@@ -38,6 +40,8 @@ use crate::names;
 pub const REDIS_CONTAINER: &str = "redis";
 /// The init container's name.
 pub const COPY_CONTAINER: &str = "copy-manager";
+/// The bootstrap restore's init container (ordinal 0 of a cluster with `bootstrap`).
+pub const RESTORE_CONTAINER: &str = "restore-data";
 /// uid/gid of the Redis process (the official image's `redis` user).
 pub const REDIS_UID: i64 = 999;
 /// Seconds the instance manager's graceful stop may take (`SHUTDOWN_GRACE_SECONDS`).
@@ -114,7 +118,7 @@ fn spec(m: &Model, s: &PodSettings, ordinal: i32) -> PodSpec {
             }),
             ..PodSecurityContext::default()
         }),
-        init_containers: Some(vec![copy_manager(s)]),
+        init_containers: Some(init_containers(m, s, ordinal)),
         containers: vec![redis(m)],
         volumes: Some(volumes(m, ordinal)),
         node_selector: (!node_selector.is_empty()).then_some(node_selector),
@@ -158,6 +162,38 @@ fn copy_manager(s: &PodSettings) -> Container {
         security_context: Some(restricted()),
         ..Container::default()
     }
+}
+
+fn init_containers(m: &Model, s: &PodSettings, ordinal: i32) -> Vec<Container> {
+    let mut out = vec![copy_manager(s)];
+    // The bootstrap restore into the first primary's storage; its marker file makes every
+    // later run a no-op, so the pod spec (and its hash) need not change once it ran.
+    let backup = m.spec.bootstrap.as_ref().map(|b| b.backup_name.clone());
+    if let Some(backup) = backup.filter(|b| ordinal == 0 && !b.is_empty()) {
+        let mut mounts = vec![mount("data", names::DATA_DIR, false)];
+        if m.spec.backup_credentials_secret.is_some() {
+            mounts.push(mount(
+                "backup-credentials",
+                names::BACKUP_CREDENTIALS_DIR,
+                true,
+            ));
+        }
+        out.push(Container {
+            name: RESTORE_CONTAINER.into(),
+            image: Some(s.operator_image.clone()),
+            command: Some(vec![
+                format!("/{}", names::OPERATOR_NAME),
+                "restore".into(),
+                "--backup-name".into(),
+                backup,
+            ]),
+            env: Some(vec![field_env("POD_NAMESPACE", "metadata.namespace")]),
+            volume_mounts: Some(mounts),
+            security_context: Some(restricted()),
+            ..Container::default()
+        });
+    }
+    out
 }
 
 fn field_env(name: &str, path: &str) -> EnvVar {
@@ -477,6 +513,31 @@ mod tests {
             "upstream's ceil(5s + 5s + 2s)"
         );
         assert!(s.tolerations.is_none() && s.node_selector.is_none());
+        assert_eq!(s.init_containers.as_ref().expect("init").len(), 1);
+    }
+
+    #[test]
+    fn a_bootstrapped_cluster_restores_into_ordinal_zero() {
+        let m = model(
+            json!({"storage": {"size": "1Gi"}, "bootstrap": {"backupName": "nightly"},
+            "backupCredentialsSecret": {"name": "s3"}}),
+        );
+        let p = pod(&m, &settings(false), 0, names::role::PRIMARY);
+        let init = spec_of(&p).init_containers.clone().expect("init");
+        assert_eq!(init[1].name, "restore-data");
+        assert_eq!(
+            init[1].command.clone().expect("cmd"),
+            ["/redis-operator", "restore", "--backup-name", "nightly"]
+        );
+        let other = pod(&m, &settings(false), 1, names::role::REPLICA);
+        assert_eq!(
+            spec_of(&other)
+                .init_containers
+                .as_ref()
+                .expect("init")
+                .len(),
+            1
+        );
     }
 
     #[test]

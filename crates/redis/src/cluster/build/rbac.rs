@@ -2,41 +2,17 @@
 //! by the cluster. The Role is read-only (status is pulled by the operator; the instance
 //! managers never write the API).
 //!
-//! Contract: pure; the rules are the instance manager's own list ([`instance_rules`]), so its
-//! needs are written down once.
+//! Contract: pure; the rules are the instance manager's own list
+//! ([`crate::instance::role_rules`]), so its needs are written down once.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
 
 use super::owned_meta;
 use crate::cluster::model::Model;
 use crate::names;
-
-/// The rules of the per-cluster Role.
-// The instance manager's branch owns this list (`crate::instance::role_rules`); until it is
-// merged the same rules are stated here, and this function then delegates to it.
-pub fn instance_rules(cluster: &str) -> Vec<PolicyRule> {
-    let rule =
-        |group: &str, resource: &str, names: Option<Vec<String>>, verbs: &[&str]| PolicyRule {
-            api_groups: Some(vec![group.to_owned()]),
-            resources: Some(vec![resource.to_owned()]),
-            resource_names: names,
-            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-            non_resource_urls: None,
-        };
-    vec![
-        rule(
-            crate::crd::GROUP,
-            "redisclusters",
-            Some(vec![cluster.to_owned()]),
-            &["get", "list", "watch"],
-        ),
-        rule("", "pods", None, &["get", "list"]),
-        rule(crate::crd::GROUP, "redisbackups", None, &["get"]),
-    ]
-}
 
 /// ServiceAccount `<cluster>`.
 pub fn service_account(m: &Model) -> ServiceAccount {
@@ -58,7 +34,7 @@ pub fn role(m: &Model) -> Role {
             &names::instance_service_account(&m.name),
             BTreeMap::new(),
         ),
-        rules: Some(instance_rules(&m.name)),
+        rules: Some(crate::instance::role_rules(&m.name)),
     }
 }
 

@@ -1,5 +1,6 @@
-//! The webhook's HTTPS server: rustls (ring, like kube's client) in front of an axum router,
-//! HTTP/1.1, with a certificate that can be swapped while serving.
+//! The operator's HTTPS servers (the admission webhook, the instance manager's API): rustls
+//! (ring, like kube's client) in front of an axum router, HTTP/1.1, with a certificate that
+//! can be swapped while serving.
 //!
 //! Contract: [`CertStore`] hands every new TLS handshake the certificate set last; [`serve`]
 //! accepts connections until `shutdown`, serving each on its own task; a failed handshake or
@@ -19,8 +20,6 @@ use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::rustls::{self, ServerConfig};
 use tokio_util::sync::CancellationToken;
 
-use super::pki::Serving;
-
 /// The current serving certificate.
 #[derive(Debug)]
 pub struct CertStore(RwLock<Arc<CertifiedKey>>);
@@ -30,11 +29,11 @@ pub struct CertStore(RwLock<Arc<CertifiedKey>>);
 #[error("unusable serving certificate: {0}")]
 pub struct BadCertificate(String);
 
-fn certified(s: &Serving) -> Result<Arc<CertifiedKey>, BadCertificate> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(s.cert_pem.as_bytes())
+fn certified(cert_pem: &str, key_pem: &str) -> Result<Arc<CertifiedKey>, BadCertificate> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<_, _>>()
         .map_err(|e| BadCertificate(e.to_string()))?;
-    let key = PrivateKeyDer::from_pem_slice(s.key_pem.as_bytes())
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
         .map_err(|e| BadCertificate(e.to_string()))?;
     let key = rustls::crypto::ring::sign::any_supported_type(&key)
         .map_err(|e| BadCertificate(e.to_string()))?;
@@ -42,14 +41,14 @@ fn certified(s: &Serving) -> Result<Arc<CertifiedKey>, BadCertificate> {
 }
 
 impl CertStore {
-    /// A store serving `s`.
-    pub fn new(s: &Serving) -> Result<Self, BadCertificate> {
-        Ok(Self(RwLock::new(certified(s)?)))
+    /// A store serving the PEM certificate chain and key.
+    pub fn new(cert_pem: &str, key_pem: &str) -> Result<Self, BadCertificate> {
+        Ok(Self(RwLock::new(certified(cert_pem, key_pem)?)))
     }
 
-    /// Serves `s` from the next handshake on.
-    pub fn set(&self, s: &Serving) -> Result<(), BadCertificate> {
-        let key = certified(s)?;
+    /// Serves the PEM certificate chain and key from the next handshake on.
+    pub fn set(&self, cert_pem: &str, key_pem: &str) -> Result<(), BadCertificate> {
+        let key = certified(cert_pem, key_pem)?;
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = key;
         Ok(())
     }
@@ -86,7 +85,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    tracing::debug!(error = %e, "webhook accept failed");
+                    tracing::debug!(error = %e, "accept failed");
                     continue;
                 }
             },
@@ -96,7 +95,7 @@ pub async fn serve(
             let tls = match acceptor.accept(tcp).await {
                 Ok(t) => t,
                 Err(e) => {
-                    tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
                     return;
                 }
             };
@@ -105,7 +104,7 @@ pub async fn serve(
                 .serve_connection(TokioIo::new(tls), service);
             tokio::select! {
                 r = conn => if let Err(e) = r {
-                    tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
                 },
                 () = shutdown.cancelled() => {}
             }
