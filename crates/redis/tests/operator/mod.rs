@@ -1,13 +1,18 @@
 //! Support shared by the RedisCluster controller's tests: the operator runs in this process
 //! under its own ServiceAccount and hand-written RBAC (deploy/redis/rbac), scoped to the
-//! test's namespace, with its API requests counted.
+//! test's namespace, with its API requests counted; on the process-backed nodes its data pods
+//! run for real (this build's binary as the operator image, Debian's redis-server as `redis`),
+//! and [`data`] talks to them.
 #![allow(dead_code)]
+
+pub mod data;
 
 use std::path::Path;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use redis::crd::RedisCluster;
 use serde_json::{Value, json};
 use testenv::{RequestCounts, TestNamespace};
@@ -18,6 +23,8 @@ use tokio_util::sync::CancellationToken;
 pub const SA: &str = "redis-operator";
 /// The namespace deploy/redis/rbac names.
 pub const DEPLOY_NAMESPACE: &str = "redis-operator-system";
+/// The usual deadline.
+pub const T: Duration = Duration::from_secs(120);
 
 /// A test namespace with the operator running in it.
 pub struct Env {
@@ -27,13 +34,16 @@ pub struct Env {
     pub ns: TestNamespace,
     /// The operator's requests.
     pub counts: RequestCounts,
+    /// This build's binary registered as the operator image (process-node tests).
+    pub image: Option<testenv::procnode::ImageRegistration>,
     operator: Option<(CancellationToken, JoinHandle<anyhow::Result<()>>)>,
     sa: Client,
+    extra: Vec<String>,
     _rbac: testenv::rbac::ClusterCleanup,
 }
 
 /// The operator's flags for a test in `ns`.
-pub fn flags(ns: &str, extra: &[&str]) -> redis::run::ControllerFlags {
+pub fn flags(ns: &str, extra: &[String]) -> redis::run::ControllerFlags {
     use clap::Parser;
     let args = [
         "redis-operator",
@@ -50,7 +60,7 @@ pub fn flags(ns: &str, extra: &[&str]) -> redis::run::ControllerFlags {
         format!("--watch-namespaces={ns}"),
         format!("--lease-namespace={ns}"),
     ])
-    .chain(extra.iter().map(|s| (*s).to_owned()));
+    .chain(extra.iter().cloned());
     match redis::cli::Cli::try_parse_from(args)
         .expect("flags")
         .command
@@ -84,8 +94,8 @@ pub async fn settled(counts: &RequestCounts, timeout: Duration) {
 }
 
 impl Env {
-    /// A namespace with the operator's RBAC and CRDs, the operator started with `extra` flags.
-    pub async fn start(prefix: &str, extra: &[&str]) -> Env {
+    /// A namespace with the operator's RBAC and the CRDs; no operator yet.
+    pub async fn new(prefix: &str) -> Env {
         let admin = testenv::client().await;
         for crd in redis::crd::crds() {
             testenv::install_crd(&admin, crd).await.expect("CRD");
@@ -98,23 +108,62 @@ impl Env {
         let (sa, counts) = counting_sa_client(&admin, &ns.name, SA)
             .await
             .expect("operator client");
-        let mut env = Env {
+        Env {
             admin,
             ns,
             counts,
+            image: None,
             operator: None,
             sa,
+            extra: Vec::new(),
             _rbac: rbac,
-        };
-        env.start_operator(extra);
+        }
+    }
+
+    /// A namespace with the operator started with `extra` flags (pods on kwok nodes).
+    pub async fn start(prefix: &str, extra: &[&str]) -> Env {
+        let mut env = Env::new(prefix).await;
+        env.extra = extra.iter().map(|s| (*s).to_owned()).collect();
+        env.restart_operator();
         env
     }
 
-    /// Starts (again) the operator with `extra` flags.
-    pub fn start_operator(&mut self, extra: &[&str]) {
+    /// A namespace whose data pods run for real on the process-backed nodes: this build's
+    /// binary is the operator image `ghcr.io/flotilla/redis-operator:<namespace>`.
+    pub async fn on_process_nodes(prefix: &str, extra: &[&str]) -> Env {
+        let mut env = Env::new(prefix).await;
+        let n = env.ns.name.clone();
+        let image = format!("ghcr.io/flotilla/redis-operator:{n}");
+        let entry = testenv::procnode::ImageEntry {
+            image: image.clone(),
+            files: [(
+                "/redis-operator".to_string(),
+                env!("CARGO_BIN_EXE_redis-operator").to_string(),
+            )]
+            .into(),
+            entrypoint: vec!["/redis-operator".into()],
+            ..testenv::procnode::ImageEntry::default()
+        };
+        env.image = Some(
+            testenv::procnode::register_image(&env.admin, &format!("redis-operator.{n}"), &entry)
+                .await
+                .expect("image"),
+        );
+        env.extra = vec![
+            "--leader-elect=false".to_owned(),
+            "--pods-on-process-nodes".to_owned(),
+            format!("--operator-image={image}"),
+        ];
+        env.extra.extend(extra.iter().map(|s| (*s).to_owned()));
+        env.restart_operator();
+        env
+    }
+
+    /// Starts the operator with the flags it was set up with.
+    pub fn restart_operator(&mut self) {
         let stop = CancellationToken::new();
         let task = tokio::spawn(redis::run::run_with_client(
-            flags(&self.ns.name, extra),
+            flags(&self.ns.name, &self.extra),
             self.sa.clone(),
             stop.clone(),
             |_| {},
@@ -122,8 +171,8 @@ impl Env {
         self.operator = Some((stop, task));
     }
 
-    /// Stops the operator (as a crash would: no cleanup of what it was doing).
-    pub async fn stop_operator(&mut self) {
+    /// Stops the operator as a crash would: its task is dropped wherever it is.
+    pub async fn kill_operator(&mut self) {
         if let Some((stop, task)) = self.operator.take() {
             task.abort();
             stop.cancel();
@@ -158,6 +207,14 @@ impl Env {
             .expect("create cluster")
     }
 
+    /// Merge-patches RedisCluster `name` with `patch`.
+    pub async fn patch(&self, name: &str, patch: Value) -> RedisCluster {
+        self.clusters()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch cluster")
+    }
+
     /// Waits until `cond` holds for RedisCluster `name`.
     pub async fn wait(
         &self,
@@ -165,9 +222,43 @@ impl Env {
         timeout: Duration,
         cond: impl Fn(&RedisCluster) -> bool + Clone + Send + 'static,
     ) -> RedisCluster {
-        testenv::wait_for(&self.clusters(), name, timeout, cond)
+        match testenv::wait_for(&self.clusters(), name, timeout, cond).await {
+            Ok(rc) => rc,
+            Err(e) => {
+                let now = self.clusters().get(name).await.ok();
+                let st = now.and_then(|c| c.status);
+                panic!("waiting for RedisCluster {name}: {e}; status: {st:#?}")
+            }
+        }
+    }
+
+    /// Waits until RedisCluster `name` is Healthy with `instances` Ready instances.
+    pub async fn healthy(&self, name: &str, instances: i32) -> RedisCluster {
+        self.wait(name, T, move |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(redis::crd::ClusterPhase::Healthy)
+                    && s.ready_instances == instances
+                    && s.observed_generation == c.metadata.generation.unwrap_or_default()
+            })
+        })
+        .await
+    }
+
+    /// The password in the cluster's auth Secret.
+    pub async fn password(&self, name: &str) -> String {
+        let s = self
+            .api::<Secret>()
+            .get(&redis::names::auth_secret(name))
             .await
-            .unwrap_or_else(|e| panic!("waiting for RedisCluster {name}: {e}"))
+            .expect("auth secret");
+        let b = s.data.expect("data")["password"].0.clone();
+        String::from_utf8(b).expect("utf-8")
+    }
+
+    /// The IP of pod `name`, when it has one.
+    pub async fn pod_ip(&self, name: &str) -> Option<String> {
+        let p = self.api::<Pod>().get_opt(name).await.ok()??;
+        p.status?.pod_ip.filter(|ip| !ip.is_empty())
     }
 }
 
