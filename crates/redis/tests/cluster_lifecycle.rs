@@ -4,12 +4,18 @@
 
 mod operator;
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use operator::data;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use nix::sys::signal::Signal;
+use operator::data::{self, Sampler, Writer};
 use operator::{Env, T};
-use redis::crd::RedisCluster;
+use redis::crd::{ClusterPhase, RedisCluster};
 use serde_json::json;
+use testenv::procnode;
 
 fn masters(rc: &RedisCluster) -> Vec<String> {
     rc.status
@@ -68,5 +74,269 @@ async fn three_instances_become_healthy_with_one_primary_and_replication() {
         0,
         "a converged cluster's writes: {:?}",
         env.counts.by_verb()
+    );
+}
+
+/// What one version of the RedisCluster said about the handoff.
+#[derive(Clone, Debug)]
+struct Seen {
+    current: String,
+    target: String,
+    fenced: bool,
+}
+
+/// Records every version of RedisCluster `name` (its primary fields and whether `pod` is
+/// fenced) until dropped.
+fn record(
+    env: &Env,
+    name: &str,
+    pod: &str,
+) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let stream = watcher(env.clusters(), cfg).applied_objects();
+    let (out, pod) = (seen.clone(), pod.to_owned());
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(Ok(rc)) = stream.next().await {
+            let fenced = rc
+                .annotations()
+                .get(redis::names::ANN_FENCED_INSTANCES)
+                .and_then(|a| serde_json::from_str::<Vec<String>>(a).ok())
+                .is_some_and(|f| f.contains(&pod));
+            let st = rc.status.unwrap_or_default();
+            out.lock().expect("seen").push(Seen {
+                current: st.current_primary,
+                target: st.target_primary,
+                fenced,
+            });
+        }
+    });
+    (seen, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crashing_primary_is_fenced_and_a_synced_replica_promoted_with_no_acknowledged_write_lost()
+ {
+    let env = Env::on_process_nodes("rc-failover", &[]).await;
+    env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
+        .await;
+    env.healthy("demo", 3).await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let (seen, recorder) = record(&env, "demo", "demo-0");
+    // A client writing to the primary; a write counts once WAIT says a replica has it.
+    let writer = Writer::start(env.clusters(), pods.clone(), "demo", pw.clone(), 1);
+    writer.progress(200, T).await;
+    let sampler = Sampler::start(pods.clone(), "demo", pw.clone());
+
+    // The primary's container (instance manager and redis-server) is SIGKILLed whenever it
+    // runs: the first restart is immediate, later ones back off, so the primary stays down.
+    let started = Instant::now();
+    let kills = AtomicU32::new(0);
+    let rc = testenv::eventually("a failover away from demo-0", T, || async {
+        let rc = env.clusters().get("demo").await.ok()?;
+        let current = rc.status.as_ref().map(|s| s.current_primary.clone());
+        if current
+            .as_deref()
+            .is_some_and(|c| !c.is_empty() && c != "demo-0")
+        {
+            return Some(rc);
+        }
+        if procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
+            .await
+            .is_ok()
+        {
+            kills.fetch_add(1, Ordering::SeqCst);
+        }
+        None
+    })
+    .await
+    .expect("failover");
+    let failover = started.elapsed();
+    let promoted = rc.status.expect("status").current_primary;
+    assert!(
+        ["demo-1", "demo-2"].contains(&promoted.as_str()),
+        "{promoted}"
+    );
+    // Writes go on against the new primary, then the old one comes back as its replica.
+    writer.progress(200, T).await;
+    let rc = env
+        .wait("demo", T, move |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.ready_instances == 3
+                    && s.instances_status
+                        .get("demo-0")
+                        .is_some_and(|i| i.role == "slave" && i.master_link_status == "up")
+            })
+        })
+        .await;
+    assert_eq!(masters(&rc), std::slice::from_ref(&promoted));
+    writer.progress(100, T).await;
+    let writes = writer.finish().await;
+    let samples = sampler.finish().await;
+    recorder.abort();
+
+    let ip = env.pod_ip(&promoted).await.expect("ip");
+    let missing = data::missing(&ip, &pw, &writes.acked).await;
+    tracing::info!(
+        ?failover,
+        kills = kills.load(Ordering::SeqCst),
+        acked = writes.acked.len(),
+        errors = writes.errors,
+        longest_gap = ?writes.longest_gap,
+        rounds = samples.rounds,
+        "failover measured"
+    );
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged writes lost: {:?}",
+        missing.len(),
+        writes.acked.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert!(samples.rounds > 10, "the sampler ran: {samples:?}");
+    assert!(
+        samples.split.is_empty(),
+        "two instances took writes: {:?}",
+        samples.split
+    );
+    // Fencing first: no version of the cluster names another primary before demo-0 was fenced.
+    let seen = seen.lock().expect("seen").clone();
+    let moved = seen
+        .iter()
+        .position(|s| !s.current.is_empty() && s.current != "demo-0")
+        .expect("the recorder saw the new primary");
+    let fenced = seen
+        .iter()
+        .position(|s| s.fenced)
+        .expect("demo-0 was fenced");
+    assert!(
+        fenced < moved,
+        "fenced at version {fenced}, moved at {moved}: {seen:#?}"
+    );
+    assert!(
+        seen[..fenced].iter().all(|s| s.current == "demo-0"),
+        "{seen:#?}"
+    );
+    // The handoff was recorded as intent before the fence.
+    assert!(
+        seen[..=fenced]
+            .iter()
+            .any(|s| s.target == redis::cluster::handoff::PENDING),
+        "{seen:#?}"
+    );
+    // And the operator's fence is gone once demo-0 is back.
+    assert!(!seen.last().expect("seen").fenced, "{seen:#?}");
+}
+
+/// Records, in order, the data pods of `cluster` that are deleted (by name) until dropped.
+fn record_deletions(
+    env: &Env,
+    cluster: &str,
+) -> (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let cfg = watcher::Config::default().labels(&format!(
+        "redis.io/cluster={cluster},redis.io/workload=data"
+    ));
+    let stream = watcher(env.api::<Pod>(), cfg);
+    let out = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut deleting = std::collections::BTreeSet::new();
+        while let Some(Ok(ev)) = stream.next().await {
+            if let watcher::Event::Apply(p) | watcher::Event::Delete(p) = ev {
+                let uid = p.uid().unwrap_or_default();
+                if p.metadata.deletion_timestamp.is_some() && deleting.insert(uid) {
+                    out.lock().expect("deleted").push(p.name_any());
+                }
+            }
+        }
+    });
+    (seen, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_update_replaces_replicas_first_then_switches_over_with_no_acknowledged_write_lost()
+ {
+    let env = Env::on_process_nodes("rc-rolling", &[]).await;
+    env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
+        .await;
+    env.healthy("demo", 3).await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let hash = |p: &Pod| p.annotations().get(redis::names::ANN_SPEC_HASH).cloned();
+    let before = hash(&pods.get("demo-0").await.expect("demo-0"));
+    let (deleted, recorder) = record_deletions(&env, "demo");
+    let writer = Writer::start(env.clusters(), pods.clone(), "demo", pw.clone(), 1);
+    writer.progress(200, T).await;
+    let sampler = Sampler::start(pods.clone(), "demo", pw.clone());
+
+    // A change of the pod template: every pod is replaced, the primary through a switchover.
+    let started = Instant::now();
+    env.patch(
+        "demo",
+        json!({"spec": {"resources": {"requests": {"cpu": "11m"}}}}),
+    )
+    .await;
+    let rc = env
+        .wait("demo", Duration::from_secs(240), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.ready_instances == 3
+                    && s.observed_generation == c.metadata.generation.unwrap_or_default()
+                    && s.current_primary != "demo-0"
+            })
+        })
+        .await;
+    testenv::eventually("every pod replaced", T, || async {
+        let list = data::pod_ips(&pods, "demo").await;
+        let mut all = list.len() == 3;
+        for name in list.keys() {
+            let p = pods.get(name).await.ok()?;
+            all &= hash(&p) != before && p.metadata.deletion_timestamp.is_none();
+        }
+        all.then_some(())
+    })
+    .await
+    .expect("rolled");
+    let rolled = started.elapsed();
+    writer.progress(200, T).await;
+    let writes = writer.finish().await;
+    let samples = sampler.finish().await;
+    recorder.abort();
+    let promoted = rc.status.expect("status").current_primary;
+    let deleted = deleted.lock().expect("deleted").clone();
+    tracing::info!(
+        ?rolled,
+        ?deleted,
+        %promoted,
+        acked = writes.acked.len(),
+        errors = writes.errors,
+        longest_gap = ?writes.longest_gap,
+        rounds = samples.rounds,
+        "rolling update measured"
+    );
+    // Replicas first, highest ordinal first; the old primary last, after the switchover.
+    assert_eq!(deleted, ["demo-2", "demo-1", "demo-0"]);
+    let ip = env.pod_ip(&promoted).await.expect("ip");
+    let missing = data::missing(&ip, &pw, &writes.acked).await;
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged writes lost: {:?}",
+        missing.len(),
+        writes.acked.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert!(samples.rounds > 10, "the sampler ran: {samples:?}");
+    assert!(
+        samples.split.is_empty(),
+        "two instances took writes: {:?}",
+        samples.split
     );
 }

@@ -309,28 +309,10 @@ fn failure_start(i: &Inputs<'_>) -> Option<Timestamp> {
 /// The replica to promote (see the module rules), with why it.
 pub fn candidate<'m>(i: &Inputs<'m>) -> Option<(&'m Member, String)> {
     let replid = i.primary_replid;
-    if replid.is_empty() {
-        return None;
-    }
-    // Seconds a link may have been down: since the failure, plus the lag bound.
-    let allowed = failure_start(i).map_or(0, |start| {
-        i.now.duration_since(start).as_secs().max(0) + secs(i.max_lag)
-    });
     i.members
         .iter()
-        .filter(|m| m.name != i.current && m.ordinal < i.instances && m.pod_live())
-        .filter(|m| m.ip().is_some() && !i.fencing.fences(&m.name))
-        .filter(|m| {
-            m.is_replica()
-                && m.report().is_some_and(|r| {
-                    !r.fenced
-                        && !r.master_sync_in_progress
-                        && r.replication_id == replid
-                        && r.replication_offset > 0
-                        && (r.master_link_status == "up"
-                            || r.master_link_down_since_seconds <= allowed)
-                })
-        })
+        .filter(|m| m.name != i.current && m.ordinal < i.instances)
+        .filter(|m| rejection(i, m).is_none())
         .max_by_key(|m| {
             let offset = m.report().map_or(0, |r| r.replication_offset);
             (offset, -m.ordinal)
@@ -343,6 +325,68 @@ pub fn candidate<'m>(i: &Inputs<'m>) -> Option<(&'m Member, String)> {
             );
             (m, why)
         })
+}
+
+/// Why no replica may be promoted, replica by replica (for the status and the logs).
+pub fn no_candidate(i: &Inputs<'_>) -> String {
+    if i.primary_replid.is_empty() {
+        return "the old primary's replication ID is unknown".to_owned();
+    }
+    let why: Vec<String> = i
+        .members
+        .iter()
+        .filter(|m| m.name != i.current && m.ordinal < i.instances)
+        .filter_map(|m| rejection(i, m).map(|r| format!("{}: {r}", m.name)))
+        .collect();
+    if why.is_empty() {
+        "there is no other instance".to_owned()
+    } else {
+        why.join("; ")
+    }
+}
+
+/// Why `m` may not be promoted, `None` when it may.
+fn rejection(i: &Inputs<'_>, m: &Member) -> Option<String> {
+    let replid = i.primary_replid;
+    if replid.is_empty() {
+        return Some("the old primary's replication ID is unknown".into());
+    }
+    // Seconds a link may have been down: since the failure, plus the lag bound.
+    let allowed = failure_start(i).map_or(0, |start| {
+        i.now.duration_since(start).as_secs().max(0) + secs(i.max_lag)
+    });
+    if !m.pod_live() || m.ip().is_none() {
+        return Some("its pod is not running with an IP".into());
+    }
+    if i.fencing.fences(&m.name) {
+        return Some("it is fenced".into());
+    }
+    if !m.is_replica() {
+        return Some("it is not a running replica".into());
+    }
+    let r = m.report()?;
+    if r.fenced {
+        return Some("it reports fenced".into());
+    }
+    if r.master_sync_in_progress {
+        return Some("a full synchronisation is in progress".into());
+    }
+    if r.replication_id != replid {
+        return Some(format!(
+            "its replication ID {} is not the old primary's",
+            r.replication_id
+        ));
+    }
+    if r.replication_offset <= 0 {
+        return Some("it has no replication offset".into());
+    }
+    if r.master_link_status != "up" && r.master_link_down_since_seconds > allowed {
+        return Some(format!(
+            "its link has been down {} s, more than the {allowed} s allowed",
+            r.master_link_down_since_seconds
+        ));
+    }
+    None
 }
 
 fn secs(d: Duration) -> i64 {
@@ -480,7 +524,8 @@ fn failed(i: &Inputs<'_>, why: String) -> Step {
     match candidate(i) {
         Some(_) => Step::StartFailover(why),
         None => Step::Wait(format!(
-            "{why}; no replica is in sync with it, so none may be promoted"
+            "{why}; no replica is in sync with it, so none may be promoted ({})",
+            no_candidate(i)
         )),
     }
 }
@@ -517,7 +562,8 @@ fn electing(i: &Inputs<'_>) -> Step {
             reason: why,
         },
         None => Step::Abort(format!(
-            "no replica is in sync with the old primary {old}; nobody is promoted and it keeps its role"
+            "no replica is in sync with the old primary {old} ({}); nobody is promoted and it keeps its role",
+            no_candidate(i)
         )),
     }
 }

@@ -388,19 +388,37 @@ fn instances(i: &Inputs<'_>) -> BTreeMap<String, InstanceStatus> {
     let seen = Some(Time(
         Timestamp::from_second(i.now.as_second()).unwrap_or(i.now),
     ));
+    let old = &i.model.status.instances_status;
     i.members
         .iter()
-        .filter(|x| x.pod.is_some())
+        // A wanted instance whose pod is gone (deleted by a failover, being recreated) keeps
+        // its entry: the failover still needs the replication ID its primary had.
+        .filter(|x| x.pod.is_some() || (x.ordinal < i.model.instances && old.contains_key(&x.name)))
         .map(|x| {
             let ready = x.ready();
-            let st = match x.report() {
-                None => InstanceStatus {
-                    ready,
-                    ..InstanceStatus::default()
+            // The instance manager answered (redis-server may not run).
+            let answered = x.report().and_then(|_| seen.clone());
+            let st = match x.report().filter(|_| x.running()) {
+                // What redis-server said when it last ran: the failover compares the
+                // replicas' replication ID with the one of the primary that stopped.
+                None => match old.get(&x.name) {
+                    Some(old) => InstanceStatus {
+                        role: old.role.clone(),
+                        ready,
+                        replication_offset: old.replication_offset,
+                        replication_id: old.replication_id.clone(),
+                        last_seen_at: answered.or_else(|| old.last_seen_at.clone()),
+                        ..InstanceStatus::default()
+                    },
+                    None => InstanceStatus {
+                        ready,
+                        last_seen_at: answered,
+                        ..InstanceStatus::default()
+                    },
                 },
                 Some(r) => InstanceStatus {
                     role: r.role.clone(),
-                    connected: x.running(),
+                    connected: true,
                     ready,
                     replication_offset: r.replication_offset,
                     replica_lag_bytes: match (r.role.as_str(), primary_offset) {

@@ -234,61 +234,56 @@ fn an_unanswered_instance_counts_as_neither_connected_nor_ready() {
 }
 
 #[test]
-fn moving_offsets_alone_need_no_write() {
+fn an_instance_that_stopped_answering_keeps_what_it_last_said_and_is_never_an_empty_entry() {
+    // The failover compares the replicas' replication ID with the one the primary had when it
+    // stopped answering; and server-side apply turns an entry whose fields all went away into
+    // `null`, which the schema refuses (the whole status write failed while a primary was down).
+    let m = model(
+        json!({"currentPrimary": "demo-0", "phase": "Healthy", "instancesStatus": {
+            "demo-2": {"role": "slave", "connected": true, "replicationID": "A",
+                       "replicationOffset": 7, "masterLinkStatus": "up",
+                       "lastSeenAt": "2026-01-01T00:00:00Z"}
+        }}),
+        json!({}),
+    );
+    let mut list = healthy();
+    list.0.get_mut(&2).expect("2").poll = Poll::Failed("timeout".into());
+    let s = run(&m, &list, &none());
+    let entry = serde_json::to_value(&s.instances_status["demo-2"]).expect("json");
+    assert_eq!(
+        entry,
+        json!({"role": "slave", "connected": false, "ready": true, "replicationID": "A",
+               "replicationOffset": 7, "lastSeenAt": "2026-01-01T00:00:00Z"})
+    );
+    // Its instance manager answers but redis-server does not run: what redis said stays.
+    let mut waiting = list.clone();
+    waiting.0.insert(
+        2,
+        with_report(replica(2, 0, "", 0), |r| {
+            r.boot = crate::instance_api::Boot::Waiting {
+                reason: "fenced".into(),
+            };
+            r.role = String::new();
+        }),
+    );
+    let s = run(&m, &waiting, &none());
+    let e = &s.instances_status["demo-2"];
+    assert_eq!((e.role.as_str(), e.replication_id.as_str()), ("slave", "A"));
+    assert!(!e.connected);
+    // Its pod deleted (the failover stops an old primary that way): the entry stays.
+    let mut gone = list.clone();
+    gone.0.insert(2, missing(2));
+    let s = run(&m, &gone, &none());
+    assert_eq!(s.instances_status["demo-2"].replication_id, "A");
+    assert!(!s.instances_status["demo-2"].ready);
     let m = model(
         json!({"currentPrimary": "demo-0", "phase": "Healthy"}),
         json!({}),
     );
-    let before = run(&m, &healthy(), &none());
-    let later = members(vec![
-        primary(0, "A", 5_000),
-        replica(1, 0, "A", 4_900),
-        replica(2, 0, "A", 4_800),
-    ]);
-    let m2 = Model {
-        status: before.clone(),
-        ..m.clone()
-    };
-    let after = compute(&Inputs {
-        now: t(60),
-        ..Inputs {
-            model: &m2,
-            members: &later,
-            plan: &none(),
-            handoff: None,
-            blocked: None,
-            secrets: &BTreeMap::new(),
-            healthy_pvc: 3,
-            dangling_pvc: vec![],
-            resizing: false,
-            now: t(0),
-        }
-    });
-    assert_ne!(before, after, "the numbers did move");
-    assert!(!needs_write(Some(&before), &after));
-    let mut role_changed = after.clone();
-    role_changed
-        .instances_status
-        .get_mut("demo-2")
-        .expect("2")
-        .master_link_status = "down".into();
-    assert!(needs_write(Some(&before), &role_changed));
-}
-
-#[test]
-fn toggled_conditions_appear_when_on_and_stay_false_afterwards() {
-    let on = model(
-        json!({"currentPrimary": "demo-0"}),
-        json!({"redis.io/hibernation": "on"}),
-    );
-    let s = run(&on, &members(vec![]), &none());
-    assert_eq!(cond(&s, "Hibernated").0, "True");
-    assert_eq!(cond(&s, "Ready").0, "False");
-    let off = Model {
-        hibernation: false,
-        status: s,
-        ..on
-    };
-    let s = run(&off, &healthy(), &none());
-    assert_eq!(cond(&s, "Hibernated"), ("False".into(), "Resumed".into()));
+    let s = run(&m, &list, &none());
+    let entry = serde_json::to_value(&s.instances_status["demo-2"]).expect("json");
+    assert_ne!(entry, json!({}));
+    // Never seen and without a pod: no entry.
+    let s = run(&m, &gone, &none());
+    assert!(!s.instances_status.contains_key("demo-2"));
 }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
@@ -57,6 +57,10 @@ pub struct Writes {
     pub errors: u64,
     /// The errors' texts, by kind (for the test's message).
     pub kinds: BTreeMap<String, u64>,
+    /// When the last write was acknowledged.
+    pub last_ack: Option<Instant>,
+    /// The longest time between two acknowledged writes (the unavailability a client saw).
+    pub longest_gap: Duration,
 }
 
 /// A writer running until stopped.
@@ -114,7 +118,13 @@ impl Writer {
                     .await;
                     match result {
                         Ok(true) => {
-                            writes.lock().expect("writes").acked.insert(key);
+                            let mut w = writes.lock().expect("writes");
+                            let now = Instant::now();
+                            if let Some(last) = w.last_ack {
+                                w.longest_gap = w.longest_gap.max(now - last);
+                            }
+                            w.last_ack = Some(now);
+                            w.acked.insert(key);
                         }
                         Ok(false) => note(&writes, "not acknowledged by WAIT"),
                         Err(e) => {
