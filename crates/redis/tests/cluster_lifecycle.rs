@@ -262,7 +262,7 @@ fn record_deletions(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_rolling_update_replaces_replicas_first_then_switches_over_with_no_acknowledged_write_lost()
+async fn a_rolling_update_then_scaling_3_5_2_lose_no_acknowledged_write_and_never_remove_the_primary()
  {
     let env = Env::on_process_nodes("rc-rolling", &[]).await;
     env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
@@ -306,24 +306,64 @@ async fn a_rolling_update_replaces_replicas_first_then_switches_over_with_no_ack
     .await
     .expect("rolled");
     let rolled = started.elapsed();
+    let rolled_to = rc.status.clone().expect("status").current_primary;
+    writer.progress(200, T).await;
+
+    // Scale 3 -> 5 -> 2 under the same writer: the new replicas synchronise; the scale-down
+    // removes the highest ordinals one at a time and never the primary (it hands over first).
+    env.patch("demo", json!({"spec": {"instances": 5}})).await;
+    let rc5 = env.healthy("demo", 5).await;
+    let st5 = rc5.status.expect("status");
+    for r in ["demo-3", "demo-4"] {
+        let i = &st5.instances_status[r];
+        assert_eq!(
+            (i.role.as_str(), i.master_link_status.as_str()),
+            ("slave", "up"),
+            "{r}"
+        );
+    }
+    writer.progress(200, T).await;
+    let rolled_deletions = deleted.lock().expect("deleted").len();
+    env.patch("demo", json!({"spec": {"instances": 2}})).await;
+    let rc = env
+        .wait("demo", Duration::from_secs(180), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.ready_instances == 2
+                    && s.instances_status.len() == 2
+                    && s.observed_generation == c.metadata.generation.unwrap_or_default()
+            })
+        })
+        .await;
+    testenv::eventually("two data pods", T, || async {
+        (data::pod_ips(&pods, "demo").await.len() == 2).then_some(())
+    })
+    .await
+    .expect("scaled down");
     writer.progress(200, T).await;
     let writes = writer.finish().await;
     let samples = sampler.finish().await;
     recorder.abort();
-    let promoted = rc.status.expect("status").current_primary;
     let deleted = deleted.lock().expect("deleted").clone();
     tracing::info!(
         ?rolled,
         ?deleted,
-        %promoted,
+        %rolled_to,
         acked = writes.acked.len(),
         errors = writes.errors,
         longest_gap = ?writes.longest_gap,
         rounds = samples.rounds,
-        "rolling update measured"
+        "rolling update and scaling measured"
     );
     // Replicas first, highest ordinal first; the old primary last, after the switchover.
-    assert_eq!(deleted, ["demo-2", "demo-1", "demo-0"]);
+    assert_eq!(deleted[..rolled_deletions], ["demo-2", "demo-1", "demo-0"]);
+    // Scale-down: highest ordinals first; the primary only after handing over.
+    assert_eq!(deleted[rolled_deletions..], ["demo-4", "demo-3", "demo-2"]);
+    let promoted = rc.status.expect("status").current_primary;
+    assert!(
+        ["demo-0", "demo-1"].contains(&promoted.as_str()),
+        "{promoted}"
+    );
     let ip = env.pod_ip(&promoted).await.expect("ip");
     let missing = data::missing(&ip, &pw, &writes.acked).await;
     assert!(
@@ -339,4 +379,132 @@ async fn a_rolling_update_replaces_replicas_first_then_switches_over_with_no_ack
         "two instances took writes: {:?}",
         samples.split
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hibernation_stops_every_pod_and_waking_up_keeps_the_data_and_the_primary() {
+    let env = Env::on_process_nodes("rc-hibernate", &[]).await;
+    env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
+        .await;
+    env.healthy("demo", 3).await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let ip = env.pod_ip("demo-0").await.expect("ip");
+    let mut c = data::connect(&ip, &pw).await.expect("primary");
+    for k in 0..100 {
+        c.command(&["SET", &format!("h{k}"), "v"])
+            .await
+            .expect("SET");
+    }
+    assert_eq!(
+        c.command(&["WAIT", "2", "5000"]).await.expect("WAIT").int(),
+        Some(2)
+    );
+    drop(c);
+
+    let hibernate =
+        |v: &str| json!({"metadata": {"annotations": {redis::names::ANN_HIBERNATION: v}}});
+    env.patch("demo", hibernate("on")).await;
+    env.wait("demo", T, |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(ClusterPhase::Hibernating))
+    })
+    .await;
+    testenv::eventually("no data pod", T, || async {
+        let lp = kube::api::ListParams::default().labels("redis.io/cluster=demo");
+        pods.list(&lp).await.ok()?.items.is_empty().then_some(())
+    })
+    .await
+    .expect("every pod stopped");
+    let pvcs = env.api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>();
+    for o in 0..3 {
+        assert!(
+            pvcs.get_opt(&format!("demo-data-{o}"))
+                .await
+                .expect("get")
+                .is_some(),
+            "demo-data-{o} is kept"
+        );
+    }
+
+    env.patch("demo", hibernate("off")).await;
+    let rc = env.healthy("demo", 3).await;
+    assert_eq!(rc.status.expect("status").current_primary, "demo-0");
+    let ip = env.pod_ip("demo-0").await.expect("ip");
+    let keys: std::collections::BTreeSet<String> = (0..100).map(|k| format!("h{k}")).collect();
+    let missing = data::missing(&ip, &pw, &keys).await;
+    assert!(missing.is_empty(), "lost over hibernation: {missing:?}");
+    // The replicas follow it again and hold the data too.
+    for r in ["demo-1", "demo-2"] {
+        let ip = env.pod_ip(r).await.expect("ip");
+        assert!(data::missing(&ip, &pw, &keys).await.is_empty(), "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fenced_instance_stays_down_across_a_restart_and_comes_back_in_sync_when_unfenced() {
+    use redis::instance_api::Boot;
+    let env = Env::on_process_nodes("rc-fence", &[]).await;
+    env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
+        .await;
+    env.healthy("demo", 3).await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let fence = |v: serde_json::Value| json!({"metadata": {"annotations": {redis::names::ANN_FENCED_INSTANCES: v}}});
+    env.patch("demo", fence(json!("[\"demo-1\"]"))).await;
+    env.wait("demo", T, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.instances_status
+                .get("demo-1")
+                .is_some_and(|i| !i.connected && !i.ready)
+        })
+    })
+    .await;
+    // The primary takes writes meanwhile.
+    let ip = env.pod_ip("demo-0").await.expect("ip");
+    let mut c = data::connect(&ip, &pw).await.expect("primary");
+    c.command(&["SET", "while-fenced", "v"]).await.expect("SET");
+    drop(c);
+
+    // Restarted while fenced: the boot guard keeps redis-server down.
+    let old_uid = pods.get("demo-1").await.expect("demo-1").uid();
+    pods.delete("demo-1", &Default::default())
+        .await
+        .expect("delete demo-1");
+    let report = testenv::eventually("the new demo-1 reports it waits, fenced", T, || async {
+        let p = pods.get_opt("demo-1").await.ok()??;
+        if p.uid() == old_uid {
+            return None;
+        }
+        let r = env.report("demo", "demo-1").await?;
+        (r.fenced && matches!(r.boot, Boot::Waiting { .. })).then_some(r)
+    })
+    .await
+    .expect("fenced at boot");
+    assert_eq!(report.role, "", "redis-server does not run: {report:?}");
+    let ip1 = env.pod_ip("demo-1").await.expect("ip");
+    assert!(
+        data::connect(&ip1, &pw).await.is_err(),
+        "port 6379 is closed"
+    );
+    let p = pods.get("demo-1").await.expect("demo-1");
+    let restarts: i32 = p
+        .status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten())
+        .map(|c| c.restart_count)
+        .sum();
+    assert_eq!(restarts, 0, "held down, not crash-looping");
+
+    // Unfenced: it starts as a replica and catches up.
+    env.patch("demo", fence(serde_json::Value::Null)).await;
+    let rc = env.healthy("demo", 3).await;
+    let i = &rc.status.expect("status").instances_status["demo-1"];
+    assert_eq!(
+        (i.role.as_str(), i.master_link_status.as_str()),
+        ("slave", "up")
+    );
+    let keys = ["while-fenced".to_owned()].into_iter().collect();
+    assert!(data::missing(&ip1, &pw, &keys).await.is_empty());
 }

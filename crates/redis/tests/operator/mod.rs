@@ -255,6 +255,32 @@ impl Env {
         String::from_utf8(b).expect("utf-8")
     }
 
+    /// What instance `pod` of cluster `name` reports on its API (with the cluster's CA and
+    /// token from the Secrets the operator made), `None` when it does not answer.
+    pub async fn report(
+        &self,
+        name: &str,
+        pod: &str,
+    ) -> Option<redis::instance_api::InstanceReport> {
+        use redis::instance_api;
+        use redis::instance_client::Instances;
+        let secrets = self.api::<Secret>();
+        let key = |s: &Secret, k: &str| {
+            let b = s.data.as_ref()?.get(k)?.0.clone();
+            String::from_utf8(b).ok()
+        };
+        let server = secrets.get(&instance_api::server_secret(name)).await.ok()?;
+        let token = secrets.get(&instance_api::token_secret(name)).await.ok()?;
+        let creds = redis::instance_client::Credentials {
+            ca_pem: key(&server, "ca.crt")?,
+            server_name: instance_api::server_name(name, &self.ns.name),
+            token: key(&token, instance_api::TOKEN_KEY)?,
+        };
+        let client = redis::instance_client::https::HttpsInstances::new(&creds).ok()?;
+        let ip = self.pod_ip(pod).await?;
+        client.status(&ip).await.ok()
+    }
+
     /// The IP of pod `name`, when it has one.
     pub async fn pod_ip(&self, name: &str) -> Option<String> {
         let p = self.api::<Pod>().get_opt(name).await.ok()??;
