@@ -120,7 +120,19 @@ fn record(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crashing_primary_is_fenced_and_a_synced_replica_promoted_with_no_acknowledged_write_lost()
  {
-    let env = Env::on_process_nodes("rc-failover", &[]).await;
+    crash_the_primary("rc-failover", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_crash_once_the_failover_intent_is_written_does_not_stop_the_failover() {
+    crash_the_primary("rc-failover-op", true).await;
+}
+
+/// Crashes demo-0, the primary of a 3-instance cluster, under a writer until the operator
+/// fails over (with `operator_crash`, the operator is killed as a crash would once the
+/// failover's intent is in the status, and started again); checks what the module says.
+async fn crash_the_primary(prefix: &str, operator_crash: bool) {
+    let mut env = Env::on_process_nodes(prefix, &[]).await;
     env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
         .await;
     env.healthy("demo", 3).await;
@@ -136,6 +148,38 @@ async fn a_crashing_primary_is_fenced_and_a_synced_replica_promoted_with_no_ackn
     // runs: the first restart is immediate, later ones back off, so the primary stays down.
     let started = Instant::now();
     let kills = AtomicU32::new(0);
+    let kill = || async {
+        if procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
+            .await
+            .is_ok()
+        {
+            kills.fetch_add(1, Ordering::SeqCst);
+        }
+    };
+    if operator_crash {
+        testenv::eventually("the failover's intent", T, || async {
+            let rc = env.clusters().get("demo").await.ok()?;
+            let st = rc.status?;
+            if !st.target_primary.is_empty() && st.target_primary != st.current_primary {
+                return Some(());
+            }
+            kill().await;
+            None
+        })
+        .await
+        .expect("intent");
+        env.kill_operator().await;
+        tracing::info!(after = ?started.elapsed(), "operator killed mid-failover");
+        env.restart_operator();
+    }
+    let kill = || async {
+        if procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
+            .await
+            .is_ok()
+        {
+            kills.fetch_add(1, Ordering::SeqCst);
+        }
+    };
     let rc = testenv::eventually("a failover away from demo-0", T, || async {
         let rc = env.clusters().get("demo").await.ok()?;
         let current = rc.status.as_ref().map(|s| s.current_primary.clone());
@@ -145,12 +189,7 @@ async fn a_crashing_primary_is_fenced_and_a_synced_replica_promoted_with_no_ackn
         {
             return Some(rc);
         }
-        if procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
-            .await
-            .is_ok()
-        {
-            kills.fetch_add(1, Ordering::SeqCst);
-        }
+        kill().await;
         None
     })
     .await
