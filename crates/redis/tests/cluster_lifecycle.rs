@@ -29,9 +29,28 @@ fn masters(rc: &RedisCluster) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_become_healthy_with_one_primary_and_replication() {
     let env = Env::on_process_nodes("rc-create", &[]).await;
+    let (seen, recorder) = record(&env, "demo", "demo-0");
     env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
         .await;
     let rc = env.healthy("demo", 3).await;
+    // Creating until the first Healthy (the first pass, before the generated Secrets are in
+    // the operator's cache, made a new cluster Degraded for good).
+    let (phases, first) = testenv::eventually("the recorder sees Healthy", T, || async {
+        let phases: Vec<_> = seen.lock().expect("seen").iter().map(|s| s.phase).collect();
+        let first = phases
+            .iter()
+            .position(|p| *p == Some(ClusterPhase::Healthy))?;
+        Some((phases, first))
+    })
+    .await
+    .expect("healthy recorded");
+    recorder.abort();
+    assert!(
+        phases[..first]
+            .iter()
+            .all(|p| matches!(p, None | Some(ClusterPhase::Creating))),
+        "{phases:?}"
+    );
     let st = rc.status.clone().expect("status");
     assert_eq!(st.current_primary, "demo-0");
     assert_eq!(masters(&rc), ["demo-0"]);
@@ -80,6 +99,7 @@ async fn three_instances_become_healthy_with_one_primary_and_replication() {
 /// What one version of the RedisCluster said about the handoff.
 #[derive(Clone, Debug)]
 struct Seen {
+    phase: Option<ClusterPhase>,
     current: String,
     target: String,
     fenced: bool,
@@ -108,6 +128,7 @@ fn record(
                 .is_some_and(|f| f.contains(&pod));
             let st = rc.status.unwrap_or_default();
             out.lock().expect("seen").push(Seen {
+                phase: st.phase,
                 current: st.current_primary,
                 target: st.target_primary,
                 fenced,

@@ -142,8 +142,10 @@ fn phase(i: &Inputs<'_>) -> (ClusterPhase, String) {
         };
         return (Hibernating, why.into());
     }
+    // A cluster that was never Healthy is still being created, whatever it waits for.
+    let creating = matches!(st.phase, None | Some(Creating));
     if let Some(b) = i.blocked {
-        return (Degraded, b.to_owned());
+        return (if creating { Creating } else { Degraded }, b.to_owned());
     }
     if st.current_primary.is_empty() {
         return (Creating, "naming the first primary".into());
@@ -180,7 +182,6 @@ fn phase(i: &Inputs<'_>) -> (ClusterPhase, String) {
             ),
         };
     }
-    let creating = matches!(st.phase, None | Some(Creating));
     if primary_ok(i).is_none() {
         let why = i.handoff.map_or_else(
             || format!("primary {} is not available", st.current_primary),

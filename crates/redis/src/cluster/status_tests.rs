@@ -287,3 +287,38 @@ fn an_instance_that_stopped_answering_keeps_what_it_last_said_and_is_never_an_em
     let s = run(&m, &gone, &none());
     assert!(!s.instances_status.contains_key("demo-2"));
 }
+
+#[test]
+fn a_new_cluster_waiting_for_its_secrets_is_creating_not_degraded() {
+    // The first pass runs before the generated Secrets are in the cache; that wait used to
+    // make a new cluster Degraded, and it then never showed Creating.
+    let blocked = |status: serde_json::Value| {
+        let m = model(status, json!({}));
+        let s = compute(&Inputs {
+            model: &m,
+            members: &members(vec![missing(0), missing(1), missing(2)]),
+            plan: &none(),
+            handoff: None,
+            blocked: Some("waiting for Secret demo-auth"),
+            secrets: &BTreeMap::new(),
+            healthy_pvc: 0,
+            dangling_pvc: vec![],
+            resizing: false,
+            now: t(0),
+        });
+        (s.phase, s.phase_reason)
+    };
+    let why = "waiting for Secret demo-auth".to_owned();
+    assert_eq!(
+        blocked(json!({})),
+        (Some(ClusterPhase::Creating), why.clone())
+    );
+    assert_eq!(
+        blocked(json!({"phase": "Creating", "currentPrimary": "demo-0"})),
+        (Some(ClusterPhase::Creating), why.clone())
+    );
+    assert_eq!(
+        blocked(json!({"phase": "Healthy", "currentPrimary": "demo-0"})),
+        (Some(ClusterPhase::Degraded), why)
+    );
+}
