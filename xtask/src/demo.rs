@@ -1,7 +1,8 @@
 //! `cargo xtask demo`: start the local plane, install the redroid operator with
 //! `kubectl apply -k deploy/redroid`, run the real operator binary as its own ServiceAccount
 //! (so the demo runs under the hand-written RBAC, not as admin), apply the samples and show
-//! them converge; then the same for the cocoon operator ([`crate::demo_cocoon`]).
+//! them converge; then the same for the cocoon operator ([`crate::demo_cocoon`]), then
+//! stellar across separate spaces ([`crate::demo_stellar`]).
 //!
 //! The Deployment's pods are faked by kwok (they cannot run our binary); the operator runs
 //! here as a child process instead, holding the leader Lease and watching only the demo
@@ -43,6 +44,7 @@ pub fn run() -> anyhow::Result<()> {
     let admin = rt.block_on(testenv::plane::admin_client())?;
     redroid_demo(&rt, &admin)?;
     crate::demo_cocoon::run(&rt, &admin)?;
+    crate::demo_stellar::run()?;
     println!("\nrun it all again with: cargo xtask demo   (stop the plane with: cargo xtask down)");
     Ok(())
 }

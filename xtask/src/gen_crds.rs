@@ -9,6 +9,7 @@ fn operators() -> Vec<(&'static str, Vec<k8s_openapi::apiextensions_apiserver::p
         ("redroid", redroid::crd::crds()),
         ("cocoon", cocoon::crd::crds()),
         ("redis", redis::crd::crds()),
+        ("stellar", stellar::crds()),
     ]
 }
 

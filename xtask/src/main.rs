@@ -8,6 +8,7 @@
 //!   built without a container engine, optionally pushed
 //! - `test`: everything CI checks: format, lints, generated-file drift, every test
 //! - `kubectl ARGS…`: the pinned kubectl against the local plane
+//! - `spaces up|down|status|kubectl`: a set of separate control planes (WDS, ITS, WECs)
 
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -16,9 +17,11 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod demo_cocoon;
+mod demo_stellar;
 mod demo_support;
 mod gen_crds;
 mod image;
+mod spaces;
 
 #[derive(Parser)]
 #[command(about = "Flotilla developer tasks")]
@@ -36,7 +39,11 @@ enum Cmd {
     /// Show which control-plane components run.
     Status,
     /// Start the plane and run Flotilla's main job on it, showing it converge.
-    Demo,
+    Demo {
+        /// Only this system's part (`stellar`).
+        #[arg(long)]
+        only: Option<String>,
+    },
     /// Write generated CRD YAML into deploy/<operator>/crds/ and the Containerfiles into
     /// deploy/<operator>/ (with --check: fail on drift).
     Gen {
@@ -54,6 +61,11 @@ enum Cmd {
         /// Stop the control plane afterwards (CI does; developers keep it warm).
         #[arg(long)]
         down: bool,
+    },
+    /// Separate control planes for multi-cluster systems: a WDS, an ITS and WECs.
+    Spaces {
+        #[command(subcommand)]
+        cmd: spaces::Cmd,
     },
     /// Run the pinned kubectl against the local plane.
     Kubectl {
@@ -129,7 +141,11 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Demo => demo::run(),
+        Cmd::Demo { only } => match only.as_deref() {
+            None => demo::run(),
+            Some("stellar") => demo_stellar::run(),
+            Some(other) => anyhow::bail!("no demo part {other:?} (known: stellar)"),
+        },
         Cmd::Gen { check } => {
             gen_crds::run(check)?;
             image::containerfile::run(check)
@@ -138,6 +154,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Image(args) => image::run(args),
         Cmd::Test { down } => test(down),
         Cmd::Kubectl { args } => kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>()),
+        Cmd::Spaces { cmd } => spaces::run(cmd),
     }
 }
 
@@ -272,6 +289,7 @@ fn test(down: bool) -> anyhow::Result<()> {
     })();
     if down {
         let _ = p.run("stop local control plane", || testenv::down().map(|_| ()));
+        let _ = p.run("stop spaces", || testenv::spaces::down().map(|_| ()));
     }
     p.report();
     if let Some((passed, failed)) = TOTALS.get() {

@@ -769,21 +769,16 @@ async fn a_toolbox_name_taken_by_a_foreign_pod_is_reported() {
 #[tokio::test]
 async fn a_set_without_spec_is_reported_invalid_and_others_still_converge() {
     let env = Env::start("cset-nospec").await;
-    let bare: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "cocoonset.cocoonstack.io/v1", "kind": "CocoonSet",
-        "metadata": {"name": "bare"}
-    }))
-    .expect("object");
-    let gvk = kube::core::GroupVersionKind::gvk("cocoonset.cocoonstack.io", "v1", "CocoonSet");
-    let dynamic: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-        env.client.clone(),
+    testenv::admission::Kind::new(
+        &env.client,
         &env.ns.name,
-        &kube::core::ApiResource::from_gvk(&gvk),
-    );
-    dynamic
-        .create(&PostParams::default(), &bare)
-        .await
-        .expect("the schema accepts a set without spec, as upstream's does");
+        "cocoonset.cocoonstack.io",
+        "v1",
+        "CocoonSet",
+    )
+    .create_without_spec("bare")
+    .await
+    .expect("the schema accepts an object without spec, as upstream's does");
     create_set(&env, "fine", json!({})).await;
     wait_set(&env, "fine", "Running beside a set without spec", |s| {
         phase(s) == Some(CocoonSetPhase::Running)

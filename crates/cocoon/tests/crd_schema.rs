@@ -3,8 +3,6 @@
 //! upstream's schema accepts it, and lists inside embedded Kubernetes types merge by key under
 //! server-side apply, so two field managers keep each other's entries.
 
-use kube::api::{Api, DynamicObject};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use testenv::TestNamespace;
 use testenv::admission::{Kind, assert_kept};
@@ -93,15 +91,8 @@ async fn a_manifest_setting_every_upstream_field_is_kept_as_sent() {
 async fn objects_without_spec_are_accepted_as_upstream_accepts_them() {
     let (client, ns) = setup("cocoon-crd-nospec").await;
     for kind in ["CocoonSet", "CocoonHibernation"] {
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": format!("{GROUP}/v1"), "kind": kind,
-            "metadata": {"name": "no-spec"}
-        }))
-        .expect("object");
-        let gvk = GroupVersionKind::gvk(GROUP, "v1", kind);
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &ns.name, &ApiResource::from_gvk(&gvk));
-        api.create(&Default::default(), &obj)
+        api(&client, &ns.name, kind)
+            .create_without_spec("no-spec")
             .await
             .unwrap_or_else(|e| panic!("{kind} without spec: {e}"));
     }

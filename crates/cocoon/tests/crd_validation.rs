@@ -6,8 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::Api;
 use serde_json::{Value, json};
 use testenv::TestNamespace;
 use testenv::admission::Kind;
@@ -342,50 +341,14 @@ fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cocoon")
 }
 
-/// Runs the plane's kubectl as admin; returns (success, stdout, stderr).
-fn kubectl(args: &[&str]) -> (bool, String, String) {
-    let state = testenv::plane::read_state().expect("plane state");
-    let out = std::process::Command::new(state.bin_dir.join("kubectl"))
-        .arg(format!(
-            "--kubeconfig={}",
-            testenv::kubeconfig_path().display()
-        ))
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[tokio::test]
 async fn kustomize_install_passes_server_dry_run() {
     let admin = testenv::client().await;
-    // Namespaced objects are admitted only into an existing namespace, even in a dry run; the
-    // install's own Namespace object is applied for real (it is what the install creates first),
-    // which also turns on its Pod Security labels for the Deployment below.
-    let text = std::fs::read_to_string(deploy_dir().join("namespace.yaml")).expect("read");
-    let namespace: DynamicObject = serde_yaml::from_str(&text).expect("namespace yaml");
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Namespace"));
-    Api::<DynamicObject>::all_with(admin, &ar)
-        .patch(
-            "cocoon-system",
-            &PatchParams::apply("cocoon-crd-validation").force(),
-            &Patch::Apply(&namespace),
-        )
-        .await
-        .expect("apply namespace");
-
-    let dir = deploy_dir().display().to_string();
-    let (ok, stdout, stderr) = kubectl(&["apply", "-k", &dir, "--dry-run=server"]);
-    assert!(ok, "kubectl apply -k failed:\n{stdout}\n{stderr}");
-    assert!(
-        !stderr.contains("would violate PodSecurity"),
-        "the operator pod must meet the restricted standard:\n{stderr}"
-    );
-    for expected in [
+    testenv::kustomize::assert_install_dry_run(
+        &admin,
+        &deploy_dir(),
+        &deploy_dir().join("namespace.yaml"),
+        &[
         "namespace/cocoon-system",
         "customresourcedefinition.apiextensions.k8s.io/cocoonsets.cocoonset.cocoonstack.io",
         "customresourcedefinition.apiextensions.k8s.io/cocoonhibernations.cocoonset.cocoonstack.io",
@@ -396,19 +359,17 @@ async fn kustomize_install_passes_server_dry_run() {
         "rolebinding.rbac.authorization.k8s.io/cocoon-operator-leader-election",
         "service/cocoon-operator-metrics",
         "deployment.apps/cocoon-operator",
-    ] {
-        assert!(
-            stdout.contains(expected),
-            "{expected} missing from the install:\n{stdout}"
-        );
-    }
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn samples_pass_server_dry_run() {
     let (_client, ns) = setup("cocoon-samples").await;
     let dir = deploy_dir().join("samples").display().to_string();
-    let (ok, stdout, stderr) = kubectl(&["apply", "-k", &dir, "-n", &ns.name, "--dry-run=server"]);
+    let (ok, stdout, stderr) =
+        testenv::kustomize::kubectl(&["apply", "-k", &dir, "-n", &ns.name, "--dry-run=server"]);
     assert!(ok, "kubectl apply -k samples failed:\n{stdout}\n{stderr}");
     for expected in [
         "cocoonset.cocoonset.cocoonstack.io/demo",

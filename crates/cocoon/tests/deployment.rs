@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use cocoon::crd::{CocoonSet, CocoonSetPhase};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use testenv::deployed::{self, LeaderWatch};
-use testenv::procnode::{self, ImageEntry};
+use testenv::deployed::{self, LeaderWatch, OperatorDeployment};
+use testenv::procnode;
 use testenv::registry::RegistryServer;
 use vksim::{SimConfig, Simulator};
 
@@ -35,29 +35,21 @@ async fn deploy(
     ns: &str,
     registry: &str,
 ) -> anyhow::Result<procnode::ImageRegistration> {
-    let image = format!("{REPOSITORY}:{ns}");
-    let entry = ImageEntry {
-        image: image.clone(),
-        files: [(
-            "/cocoon-operator".to_string(),
-            env!("CARGO_BIN_EXE_cocoon-operator").to_string(),
-        )]
-        .into(),
-        entrypoint: vec!["/cocoon-operator".into()],
-        ..ImageEntry::default()
-    };
-    let mapping = procnode::register_image(admin, &format!("cocoon-operator.{ns}"), &entry).await?;
-    let mut objs =
-        testenv::kustomize::render(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/deploy"))?;
-    testenv::kustomize::set_namespace(&mut objs, ns);
-    testenv::kustomize::set_image(&mut objs, REPOSITORY, &image);
-    testenv::kustomize::set_env(&mut objs, "manager", "OCI_REGISTRY", registry);
-    // Tests share the plane: this operator watches this test's namespace only.
-    testenv::kustomize::set_env(&mut objs, "manager", "WATCH_NAMESPACE", ns);
-    // JSON logs, whose leadership lines the test reads.
-    testenv::kustomize::set_env(&mut objs, "manager", "LOG_FORMAT", "json");
-    testenv::kustomize::apply_all(admin, &objs, "flotilla-e2e").await?;
-    Ok(mapping)
+    OperatorDeployment {
+        crate_dir: env!("CARGO_MANIFEST_DIR"),
+        repository: REPOSITORY,
+        binary: "cocoon-operator",
+        binary_path: env!("CARGO_BIN_EXE_cocoon-operator"),
+        // Tests share the plane: this operator watches this test's namespace only; JSON logs,
+        // whose leadership lines the test reads.
+        env: &[
+            ("OCI_REGISTRY", registry),
+            ("WATCH_NAMESPACE", ns),
+            ("LOG_FORMAT", "json"),
+        ],
+    }
+    .apply(admin, ns)
+    .await
 }
 
 async fn reach(sets: &Api<CocoonSet>, phase: CocoonSetPhase) -> CocoonSet {
@@ -105,32 +97,10 @@ async fn the_deployment_runs_two_replicas_elects_one_leader_and_hands_over() {
         .await
         .expect("deploy");
 
-    let pods = deployed::wait_available(&admin, &ns.name, DEPLOYMENT, 2, T)
-        .await
-        .expect("2 replicas ready");
-    for p in &pods {
-        let node = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        assert!(
-            procnode::NODES.contains(&node.as_str()),
-            "{node} is a process-backed node"
-        );
-    }
-    let names: Vec<String> = pods
-        .iter()
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
     let lease = cocoon::run::LEASE_NAME;
-    let leader = testenv::eventually("a leader", T, || async {
-        deployed::holder(&admin, &ns.name, lease)
-            .await
-            .filter(|h| names.contains(h))
-    })
-    .await
-    .expect("leader elected");
+    let (_, leader) = deployed::replicas_and_leader(&admin, &ns.name, DEPLOYMENT, 2, lease, T)
+        .await
+        .expect("2 replicas on process-backed nodes, one leading");
     let watch = LeaderWatch::start(admin.clone(), &ns.name, lease, SELECTOR, 8080);
 
     // The leader brings the sample CocoonSet up.
@@ -148,22 +118,9 @@ async fn the_deployment_runs_two_replicas_elects_one_leader_and_hands_over() {
 
     // The leader's pod goes; another replica takes over and carries on: it suspends the set,
     // which needs the registry (every VM's snapshot is pushed, then checked by the operator).
-    let pods_api: Api<Pod> = Api::namespaced(admin.clone(), &ns.name);
-    let old = pods_api.get(&leader).await.expect("leader pod");
-    pods_api
-        .delete(&leader, &DeleteParams::default())
+    let (old, other) = deployed::delete_leader(&admin, &ns.name, lease, &leader, T)
         .await
-        .expect("delete the leader");
-    let other = testenv::eventually("another replica to take over", T, || async {
-        deployed::holder(&admin, &ns.name, lease)
-            .await
-            .filter(|h| *h != leader)
-    })
-    .await
-    .expect("handover");
-    testenv::wait_deleted(&pods_api, &leader, T)
-        .await
-        .expect("the old leader's pod is gone");
+        .expect("handover");
     sets.patch(
         SET,
         &PatchParams::default(),
@@ -184,32 +141,7 @@ async fn the_deployment_runs_two_replicas_elects_one_leader_and_hands_over() {
     .expect("the new leader reports leading");
     let samples = watch.stop().await;
 
-    let both = deployed::two_leaders(&samples);
-    assert!(
-        both.is_empty(),
-        "two pods reported leading at once: {both:?}"
-    );
-    assert!(
-        samples.iter().any(|s| s.leading == [leader.clone()]),
-        "the first leader was seen leading"
-    );
-    assert!(
-        samples.iter().any(|s| s.leading == [other.clone()]),
-        "the second leader was seen leading"
-    );
-    let log = |p: &Pod| procnode::logs(p, "manager", false).unwrap_or_default();
-    let first = deployed::leadership(&log(&old));
-    let second = deployed::leadership(&log(&pods_api.get(&other).await.expect("new leader")));
-    let released = first
-        .last()
-        .and_then(|(_, end)| *end)
-        .expect("the old leader released the Lease");
-    let acquired = second
-        .last()
-        .map(|(start, _)| *start)
-        .expect("the new leader acquired it");
-    assert!(
-        released < acquired,
-        "released at {released}, acquired at {acquired}"
-    );
+    let pods_api: Api<Pod> = Api::namespaced(admin.clone(), &ns.name);
+    let new = pods_api.get(&other).await.expect("new leader");
+    deployed::assert_clean_handover(&samples, &old, &new, "manager");
 }

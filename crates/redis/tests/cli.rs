@@ -35,26 +35,14 @@ fn copy_binary_installs_a_runnable_copy() {
 
 #[test]
 fn start_up_errors_are_one_line() {
-    let out = Command::new(BIN)
-        .args(["controller", "--max-concurrent-reconciles=0"])
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = testenv::start_up_error(BIN, &["controller", "--max-concurrent-reconciles=0"]);
     assert_eq!(
-        stderr.trim_end(),
+        line,
         "error: --max-concurrent-reconciles must be at least 1, got 0"
     );
-    let out = Command::new(BIN)
-        .args(["copy-binary", "/nonexistent-dir/manager"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let line = testenv::start_up_error(BIN, &["copy-binary", "/nonexistent-dir/manager"]);
     assert!(
-        stderr.starts_with("error: creating /nonexistent-dir/"),
-        "{stderr}"
+        line.starts_with("error: creating /nonexistent-dir/"),
+        "{line}"
     );
 }

@@ -535,48 +535,14 @@ fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redis")
 }
 
-/// Runs the plane's kubectl as admin; returns (success, stdout, stderr).
-fn kubectl(args: &[&str]) -> (bool, String, String) {
-    let state = testenv::plane::read_state().expect("plane state");
-    let out = std::process::Command::new(state.bin_dir.join("kubectl"))
-        .arg(format!(
-            "--kubeconfig={}",
-            testenv::kubeconfig_path().display()
-        ))
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[tokio::test]
 async fn kustomize_install_passes_server_dry_run() {
     let admin = testenv::client().await;
-    // Namespaced objects are admitted only into an existing namespace, even in a dry run; the
-    // install's own Namespace is applied for real (it is what the install creates first).
-    let text = std::fs::read_to_string(deploy_dir().join("namespace.yaml")).expect("read");
-    let namespace: DynamicObject = serde_yaml::from_str(&text).expect("namespace yaml");
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Namespace"));
-    Api::<DynamicObject>::all_with(admin, &ar)
-        .patch(
-            "redis-operator-system",
-            &PatchParams::apply("redis-crd-validation").force(),
-            &Patch::Apply(&namespace),
-        )
-        .await
-        .expect("apply namespace");
-    let dir = deploy_dir().display().to_string();
-    let (ok, stdout, stderr) = kubectl(&["apply", "-k", &dir, "--dry-run=server"]);
-    assert!(ok, "kubectl apply -k failed:\n{stdout}\n{stderr}");
-    assert!(
-        !stderr.contains("would violate PodSecurity"),
-        "the operator pod must meet the restricted standard:\n{stderr}"
-    );
-    for expected in [
+    testenv::kustomize::assert_install_dry_run(
+        &admin,
+        &deploy_dir(),
+        &deploy_dir().join("namespace.yaml"),
+        &[
         "namespace/redis-operator-system",
         "customresourcedefinition.apiextensions.k8s.io/redisclusters.redis.io",
         "customresourcedefinition.apiextensions.k8s.io/redisbackups.redis.io",
@@ -591,19 +557,17 @@ async fn kustomize_install_passes_server_dry_run() {
         "deployment.apps/redis-operator",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/redis-operator-validating-webhook",
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/redis-operator-mutating-webhook",
-    ] {
-        assert!(
-            stdout.contains(expected),
-            "{expected} missing from the install:\n{stdout}"
-        );
-    }
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn samples_pass_server_dry_run() {
     let (_client, ns) = setup("redis-samples").await;
     let dir = deploy_dir().join("samples").display().to_string();
-    let (ok, stdout, stderr) = kubectl(&["apply", "-k", &dir, "-n", &ns.name, "--dry-run=server"]);
+    let (ok, stdout, stderr) =
+        testenv::kustomize::kubectl(&["apply", "-k", &dir, "-n", &ns.name, "--dry-run=server"]);
     assert!(ok, "kubectl apply -k samples failed:\n{stdout}\n{stderr}");
     for expected in [
         "rediscluster.redis.io/cache",

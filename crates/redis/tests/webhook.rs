@@ -14,6 +14,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use testenv::TestNamespace;
 use testenv::admission::{Kind, rejection};
+use testenv::kustomize::{kubectl, kubectl_stdin};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -41,38 +42,6 @@ impl Drop for Cleanup {
             let _ = kubectl(&["delete", kind, name, "--wait=false", "--ignore-not-found"]);
         }
     }
-}
-
-fn kubectl(args: &[&str]) -> (bool, String, String) {
-    kubectl_stdin(args, "")
-}
-
-fn kubectl_stdin(args: &[&str], stdin: &str) -> (bool, String, String) {
-    use std::io::Write;
-    let state = testenv::plane::read_state().expect("plane state");
-    let mut child = std::process::Command::new(state.bin_dir.join("kubectl"))
-        .arg(format!(
-            "--kubeconfig={}",
-            testenv::kubeconfig_path().display()
-        ))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run kubectl");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    let out = child.wait_with_output().expect("kubectl output");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn dynamic(

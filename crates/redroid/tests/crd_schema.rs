@@ -150,18 +150,8 @@ async fn a_manifest_setting_every_upstream_field_is_kept_as_sent() {
 async fn objects_without_spec_are_accepted_as_upstream_accepts_them() {
     let (client, ns) = setup("crd-nospec").await;
     for kind in ["RedroidInstance", "RedroidTask"] {
-        let obj: kube::api::DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "redroid.isning.moe/v1alpha1", "kind": kind,
-            "metadata": {"name": "no-spec"}
-        }))
-        .expect("object");
-        let gvk = kube::core::GroupVersionKind::gvk("redroid.isning.moe", "v1alpha1", kind);
-        let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-            client.clone(),
-            &ns.name,
-            &kube::core::ApiResource::from_gvk(&gvk),
-        );
-        api.create(&Default::default(), &obj)
+        api(&client, &ns.name, kind)
+            .create_without_spec("no-spec")
             .await
             .unwrap_or_else(|e| panic!("{kind} without spec: {e}"));
     }

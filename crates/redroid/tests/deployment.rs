@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use redroid::crd::{InstancePhase, RedroidInstance, RedroidTask};
-use testenv::deployed::{self, LeaderWatch};
-use testenv::procnode::{self, ImageEntry};
+use testenv::deployed::{self, LeaderWatch, OperatorDeployment};
+use testenv::procnode;
 
 const DEPLOY_NAMESPACE: &str = "redroid-system";
 const DEPLOYMENT: &str = "redroid-operator";
@@ -26,27 +26,16 @@ fn repo() -> PathBuf {
 
 /// The test kustomization (tests/deploy), in `ns`, running this build's binary.
 async fn deploy(admin: &kube::Client, ns: &str) -> anyhow::Result<procnode::ImageRegistration> {
-    let image = format!("{REPOSITORY}:{ns}");
-    let entry = ImageEntry {
-        image: image.clone(),
-        files: [(
-            "/redroid-operator".to_string(),
-            env!("CARGO_BIN_EXE_redroid-operator").to_string(),
-        )]
-        .into(),
-        entrypoint: vec!["/redroid-operator".into()],
-        ..ImageEntry::default()
-    };
-    let mapping =
-        procnode::register_image(admin, &format!("redroid-operator.{ns}"), &entry).await?;
-    let mut objs =
-        testenv::kustomize::render(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/deploy"))?;
-    testenv::kustomize::set_namespace(&mut objs, ns);
-    testenv::kustomize::set_image(&mut objs, REPOSITORY, &image);
-    // Tests share the plane: this operator watches this test's namespace only.
-    testenv::kustomize::set_env(&mut objs, "manager", "WATCH_NAMESPACES", ns);
-    testenv::kustomize::apply_all(admin, &objs, "flotilla-e2e").await?;
-    Ok(mapping)
+    OperatorDeployment {
+        crate_dir: env!("CARGO_MANIFEST_DIR"),
+        repository: REPOSITORY,
+        binary: "redroid-operator",
+        binary_path: env!("CARGO_BIN_EXE_redroid-operator"),
+        // Tests share the plane: this operator watches this test's namespace only.
+        env: &[("WATCH_NAMESPACES", ns)],
+    }
+    .apply(admin, ns)
+    .await
 }
 
 async fn converged(admin: &kube::Client, ns: &str, instances: &[&str]) -> anyhow::Result<()> {
@@ -58,10 +47,6 @@ async fn converged(admin: &kube::Client, ns: &str, instances: &[&str]) -> anyhow
         .await?;
     }
     Ok(())
-}
-
-fn leader_log(pod: &Pod) -> String {
-    procnode::logs(pod, "manager", false).unwrap_or_default()
 }
 
 #[tokio::test]
@@ -82,32 +67,10 @@ async fn the_deployment_runs_two_replicas_elects_one_leader_and_hands_over() {
     let _mapping = deploy(&admin, &ns.name).await.expect("deploy");
 
     // Two replicas pass their probes on the process-backed nodes, and one of them leads.
-    let pods = deployed::wait_available(&admin, &ns.name, DEPLOYMENT, 2, T)
-        .await
-        .expect("2 replicas ready");
-    for p in &pods {
-        let node = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        assert!(
-            procnode::NODES.contains(&node.as_str()),
-            "{node} is a process-backed node"
-        );
-    }
-    let names: Vec<String> = pods
-        .iter()
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
     let lease = redroid::run::LEASE_NAME;
-    let leader = testenv::eventually("a leader", T, || async {
-        deployed::holder(&admin, &ns.name, lease)
-            .await
-            .filter(|h| names.contains(h))
-    })
-    .await
-    .expect("leader elected");
+    let (_, leader) = deployed::replicas_and_leader(&admin, &ns.name, DEPLOYMENT, 2, lease, T)
+        .await
+        .expect("2 replicas on process-backed nodes, one leading");
     let watch = LeaderWatch::start(admin.clone(), &ns.name, lease, SELECTOR, 8080);
 
     // The leader converges the samples.
@@ -134,22 +97,9 @@ async fn the_deployment_runs_two_replicas_elects_one_leader_and_hands_over() {
     // Deleting the leader's pod hands the Lease to another replica, which carries on: the
     // standby, or the Deployment's replacement pod when it starts first (here pods start in a
     // fraction of a second, within the standby's 2 s retry period).
-    let pods_api: Api<Pod> = Api::namespaced(admin.clone(), &ns.name);
-    let old = pods_api.get(&leader).await.expect("leader pod");
-    pods_api
-        .delete(&leader, &DeleteParams::default())
+    let (old, other) = deployed::delete_leader(&admin, &ns.name, lease, &leader, T)
         .await
-        .expect("delete the leader");
-    let other = testenv::eventually("another replica to take over", T, || async {
-        deployed::holder(&admin, &ns.name, lease)
-            .await
-            .filter(|h| *h != leader)
-    })
-    .await
-    .expect("handover");
-    testenv::wait_deleted(&pods_api, &leader, T)
-        .await
-        .expect("the old leader's pod is gone");
+        .expect("handover");
     let mut more: Vec<DynamicObject> =
         testenv::kustomize::files(&repo().join("deploy/redroid/samples")).expect("samples");
     more.retain(|o| o.metadata.name.as_deref() == Some("android-1"));
@@ -173,33 +123,7 @@ async fn the_deployment_runs_two_replicas_elects_one_leader_and_hands_over() {
 
     // Never two leaders: neither in any sample of the pods' own metrics, nor in the
     // leadership intervals their logs record.
-    let both = deployed::two_leaders(&samples);
-    assert!(
-        both.is_empty(),
-        "two pods reported leading at once: {both:?}"
-    );
-    assert!(
-        samples.iter().any(|s| s.leading == [leader.clone()]),
-        "the first leader was seen leading"
-    );
-    assert!(
-        samples.iter().any(|s| s.leading == [other.clone()]),
-        "the second leader was seen leading"
-    );
-    let first = deployed::leadership(&leader_log(&old));
-    let second = deployed::leadership(&leader_log(
-        &pods_api.get(&other).await.expect("new leader"),
-    ));
-    let released = first
-        .last()
-        .and_then(|(_, end)| *end)
-        .expect("the old leader released the Lease");
-    let acquired = second
-        .last()
-        .map(|(start, _)| *start)
-        .expect("the new leader acquired it");
-    assert!(
-        released < acquired,
-        "released at {released}, acquired at {acquired}"
-    );
+    let pods_api: Api<Pod> = Api::namespaced(admin.clone(), &ns.name);
+    let new = pods_api.get(&other).await.expect("new leader");
+    deployed::assert_clean_handover(&samples, &old, &new, "manager");
 }

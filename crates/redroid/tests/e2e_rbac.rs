@@ -262,49 +262,24 @@ async fn operator_identity_is_restricted() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
-async fn kustomize_install_passes_server_dry_run() -> anyhow::Result<()> {
+async fn kustomize_install_passes_server_dry_run() {
     let admin = testenv::client().await;
-    // Namespaced objects are admitted only into an existing namespace, even in a dry run; the
-    // install's own Namespace object is applied for real (it is what the install creates first).
-    let text = std::fs::read_to_string(deploy_dir().join("manager/namespace.yaml"))?;
-    let namespace: DynamicObject = serde_yaml::from_str(&text)?;
-    testenv::rbac::apply(&admin, &namespace, "redroid-e2e-rbac").await?;
-
-    let state = testenv::plane::read_state().ok_or_else(|| anyhow::anyhow!("no plane state"))?;
-    let out = std::process::Command::new(state.bin_dir.join("kubectl"))
-        .arg(format!(
-            "--kubeconfig={}",
-            testenv::kubeconfig_path().display()
-        ))
-        .args([
-            "apply",
-            "-k",
-            &deploy_dir().display().to_string(),
-            "--dry-run=server",
-        ])
-        .output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "kubectl apply -k failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for expected in [
-        "customresourcedefinition.apiextensions.k8s.io/redroidinstances.redroid.isning.moe",
-        "customresourcedefinition.apiextensions.k8s.io/redroidtasks.redroid.isning.moe",
-        "serviceaccount/redroid-operator",
-        "clusterrole.rbac.authorization.k8s.io/redroid-operator",
-        "clusterrolebinding.rbac.authorization.k8s.io/redroid-operator",
-        "role.rbac.authorization.k8s.io/redroid-operator-leader-election",
-        "rolebinding.rbac.authorization.k8s.io/redroid-operator-leader-election",
-        "deployment.apps/redroid-operator",
-    ] {
-        assert!(
-            stdout.contains(expected),
-            "{expected} missing from the install:\n{stdout}"
-        );
-    }
-    Ok(())
+    testenv::kustomize::assert_install_dry_run(
+        &admin,
+        &deploy_dir(),
+        &deploy_dir().join("manager/namespace.yaml"),
+        &[
+            "customresourcedefinition.apiextensions.k8s.io/redroidinstances.redroid.isning.moe",
+            "customresourcedefinition.apiextensions.k8s.io/redroidtasks.redroid.isning.moe",
+            "serviceaccount/redroid-operator",
+            "clusterrole.rbac.authorization.k8s.io/redroid-operator",
+            "clusterrolebinding.rbac.authorization.k8s.io/redroid-operator",
+            "role.rbac.authorization.k8s.io/redroid-operator-leader-election",
+            "rolebinding.rbac.authorization.k8s.io/redroid-operator-leader-election",
+            "deployment.apps/redroid-operator",
+        ],
+    )
+    .await;
 }
 
 /// The operator's RBAC as namespaced Roles (it watches only `namespace`), with the rules for

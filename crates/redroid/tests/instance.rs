@@ -857,22 +857,16 @@ async fn base_mode_and_overlays_on_one_shared_pvc_never_run_together() {
 #[tokio::test]
 async fn an_instance_without_spec_is_reported_invalid_and_others_still_run() {
     let env = Env::new("ri-nospec").await;
-    let bare: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "redroid.isning.moe/v1alpha1", "kind": "RedroidInstance",
-        "metadata": {"name": "bare"}
-    }))
-    .expect("object");
-    let gvk =
-        kube::core::GroupVersionKind::gvk("redroid.isning.moe", "v1alpha1", "RedroidInstance");
-    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        env.client.clone(),
+    testenv::admission::Kind::new(
+        &env.client,
         &env.ns.name,
-        &kube::core::ApiResource::from_gvk(&gvk),
-    );
-    dynamic
-        .create(&PostParams::default(), &bare)
-        .await
-        .expect("the schema accepts an instance without spec, as upstream's does");
+        "redroid.isning.moe",
+        "v1alpha1",
+        "RedroidInstance",
+    )
+    .create_without_spec("bare")
+    .await
+    .expect("the schema accepts an object without spec, as upstream's does");
     env.create("fine", json!({"index": 3})).await;
     env.wait_phase("fine", InstancePhase::Running).await;
     let bare = testenv::wait_for(&env.instances(), "bare", T, |i: &RedroidInstance| {

@@ -672,21 +672,16 @@ async fn wake_instance_runs_the_job_against_the_woken_instance() {
 #[tokio::test]
 async fn a_task_without_spec_is_reported_invalid_and_runs_nothing() {
     let env = Env::new("task-nospec", false, None).await;
-    let bare: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "redroid.isning.moe/v1alpha1", "kind": "RedroidTask",
-        "metadata": {"name": "bare"}
-    }))
-    .expect("object");
-    let gvk = kube::core::GroupVersionKind::gvk("redroid.isning.moe", "v1alpha1", "RedroidTask");
-    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        env.client.clone(),
+    testenv::admission::Kind::new(
+        &env.client,
         &env.ns.name,
-        &kube::core::ApiResource::from_gvk(&gvk),
-    );
-    dynamic
-        .create(&PostParams::default(), &bare)
-        .await
-        .expect("the schema accepts a task without spec, as upstream's does");
+        "redroid.isning.moe",
+        "v1alpha1",
+        "RedroidTask",
+    )
+    .create_without_spec("bare")
+    .await
+    .expect("the schema accepts an object without spec, as upstream's does");
     let t = env
         .task_where("bare", "InvalidSpec", |t| {
             is(t, "Ready", "False", "InvalidSpec")

@@ -38,6 +38,18 @@ impl Kind {
             .map_err(rejection)
     }
 
+    /// Creates `name` with no `spec` at all: the stored object, or the rejection's message.
+    pub async fn create_without_spec(&self, name: &str) -> Result<DynamicObject, String> {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": self.api_version, "kind": self.kind, "metadata": {"name": name},
+        }))
+        .expect("object");
+        self.api
+            .create(&PostParams::default(), &obj)
+            .await
+            .map_err(rejection)
+    }
+
     /// Server-side applies `spec` of `name` as field manager `manager` (no force), as
     /// `kubectl apply --server-side --field-manager=<manager>` would: the stored object, or
     /// the API server's message (a conflict included).

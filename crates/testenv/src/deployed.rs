@@ -9,7 +9,12 @@
 //! - [`leadership`] reads a kit operator's JSON log: the intervals between "acquired
 //!   leadership" and "released leadership" (or the end of the log), so a test can check that
 //!   no two replicas' intervals overlap at any moment, not just at sampled ones.
+//! - [`OperatorDeployment::apply`] runs this build's operator binary as the image of a crate's
+//!   test kustomization (`tests/deploy`) in one namespace; [`replicas_and_leader`],
+//!   [`delete_leader`] and [`assert_clean_handover`] are the steps every operator's
+//!   leader-election test takes.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,7 +22,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use tokio_util::sync::CancellationToken;
 
 /// Waits until Deployment `name` has `replicas` ready, updated replicas; returns its pods.
@@ -201,6 +206,132 @@ pub fn leadership(log: &str) -> Vec<(Timestamp, Option<Timestamp>)> {
         }
     }
     out
+}
+
+/// An operator's test Deployment: the crate's kustomization `tests/deploy` (the shipped
+/// manager and RBAC, as the user would apply them) with this build's binary as its image.
+pub struct OperatorDeployment<'a> {
+    /// The operator crate's directory (`env!("CARGO_MANIFEST_DIR")`).
+    pub crate_dir: &'a str,
+    /// The image repository the kustomization names (replaced by a per-namespace tag).
+    pub repository: &'a str,
+    /// The binary's name, which is also its path in the image (`/<name>`).
+    pub binary: &'a str,
+    /// The built binary (`env!("CARGO_BIN_EXE_<name>")`).
+    pub binary_path: &'a str,
+    /// Environment of the `manager` container, set after rendering (the watched namespace,
+    /// log format, endpoints of test servers).
+    pub env: &'a [(&'a str, &'a str)],
+}
+
+impl OperatorDeployment<'_> {
+    /// Registers the image on the process-backed nodes and applies the kustomization in `ns`;
+    /// the registration lasts as long as the returned value.
+    pub async fn apply(
+        &self,
+        admin: &kube::Client,
+        ns: &str,
+    ) -> anyhow::Result<crate::procnode::ImageRegistration> {
+        let image = format!("{}:{ns}", self.repository);
+        let path = format!("/{}", self.binary);
+        let entry = crate::procnode::ImageEntry {
+            image: image.clone(),
+            files: [(path.clone(), self.binary_path.to_string())].into(),
+            entrypoint: vec![path],
+            ..crate::procnode::ImageEntry::default()
+        };
+        let key = format!("{}.{ns}", self.binary);
+        let mapping = crate::procnode::register_image(admin, &key, &entry).await?;
+        let mut objs = crate::kustomize::render(&Path::new(self.crate_dir).join("tests/deploy"))?;
+        crate::kustomize::set_namespace(&mut objs, ns);
+        crate::kustomize::set_image(&mut objs, self.repository, &image);
+        for (key, value) in self.env {
+            crate::kustomize::set_env(&mut objs, "manager", key, value);
+        }
+        crate::kustomize::apply_all(admin, &objs, "flotilla-e2e").await?;
+        Ok(mapping)
+    }
+}
+
+/// Waits until Deployment `deployment` has `replicas` available pods, every one on a
+/// process-backed node, and one of them holds Lease `lease`: (the pods' names, the leader).
+pub async fn replicas_and_leader(
+    admin: &kube::Client,
+    ns: &str,
+    deployment: &str,
+    replicas: i32,
+    lease: &str,
+    timeout: Duration,
+) -> anyhow::Result<(Vec<String>, String)> {
+    let pods = wait_available(admin, ns, deployment, replicas, timeout).await?;
+    let mut names = Vec::new();
+    for p in &pods {
+        let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+        let node = node.unwrap_or_default();
+        anyhow::ensure!(
+            crate::procnode::NODES.contains(&node.as_str()),
+            "pod {:?} runs on {node:?}, not a process-backed node",
+            p.metadata.name
+        );
+        names.extend(p.metadata.name.clone());
+    }
+    let leader = crate::eventually("a leader", timeout, || async {
+        holder(admin, ns, lease).await.filter(|h| names.contains(h))
+    })
+    .await?;
+    Ok((names, leader))
+}
+
+/// Deletes the leader's pod; waits for another holder of `lease` and for the pod to be gone:
+/// (the old leader's pod as it was before the delete, the new leader).
+pub async fn delete_leader(
+    admin: &kube::Client,
+    ns: &str,
+    lease: &str,
+    leader: &str,
+    timeout: Duration,
+) -> anyhow::Result<(Pod, String)> {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    let old = pods.get(leader).await?;
+    pods.delete(leader, &DeleteParams::default()).await?;
+    let other = crate::eventually("another replica to take over", timeout, || async {
+        holder(admin, ns, lease).await.filter(|h| h != leader)
+    })
+    .await?;
+    crate::wait_deleted(&pods, leader, timeout).await?;
+    Ok((old, other))
+}
+
+/// Never two leaders: in no sample of the pods' own metrics, and not in the leadership
+/// intervals their logs (container `container`) record; both `old` and `new` were seen
+/// leading, and `old` released the Lease before `new` acquired it.
+pub fn assert_clean_handover(samples: &[Sample], old: &Pod, new: &Pod, container: &str) {
+    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+    let both = two_leaders(samples);
+    assert!(
+        both.is_empty(),
+        "two pods reported leading at once: {both:?}"
+    );
+    for p in [old, new] {
+        assert!(
+            samples.iter().any(|s| s.leading == [name(p)]),
+            "{} was seen leading",
+            name(p)
+        );
+    }
+    let log = |p: &Pod| crate::procnode::logs(p, container, false).unwrap_or_default();
+    let released = leadership(&log(old))
+        .last()
+        .and_then(|(_, end)| *end)
+        .expect("the old leader released the Lease");
+    let acquired = leadership(&log(new))
+        .last()
+        .map(|(start, _)| *start)
+        .expect("the new leader acquired it");
+    assert!(
+        released < acquired,
+        "released at {released}, acquired at {acquired}"
+    );
 }
 
 #[cfg(test)]

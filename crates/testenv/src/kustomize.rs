@@ -132,3 +132,70 @@ pub async fn apply_all(
     }
     Ok(())
 }
+
+/// Runs the plane's kubectl as admin: (success, stdout, stderr).
+pub fn kubectl(args: &[&str]) -> (bool, String, String) {
+    kubectl_stdin(args, "")
+}
+
+/// Runs the plane's kubectl as admin with `stdin` as its input: (success, stdout, stderr).
+pub fn kubectl_stdin(args: &[&str], stdin: &str) -> (bool, String, String) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let state = plane::read_state().expect("plane state");
+    let mut child = Command::new(state.bin_dir.join("kubectl"))
+        .arg(format!(
+            "--kubeconfig={}",
+            crate::kubeconfig_path().display()
+        ))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("kubectl output");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `kubectl apply -k <dir> --dry-run=server`, as a user installs an operator, must pass with
+/// every object in `expected` (kubectl's `kind.group/name`) listed and the operator's pod
+/// meeting the restricted Pod Security standard. Namespaced objects are admitted only into
+/// an existing namespace, even in a dry run, so the install's own Namespace (`namespace_file`)
+/// is applied for real first: it is what the install creates first, and its Pod Security
+/// labels then judge the Deployment.
+pub async fn assert_install_dry_run(
+    admin: &kube::Client,
+    dir: &Path,
+    namespace_file: &Path,
+    expected: &[&str],
+) {
+    let text = std::fs::read_to_string(namespace_file).expect("read the namespace manifest");
+    let namespace: DynamicObject = serde_yaml::from_str(&text).expect("namespace yaml");
+    rbac::apply(admin, &namespace, "flotilla-install-dry-run")
+        .await
+        .expect("apply the namespace");
+    let dir = dir.display().to_string();
+    let (ok, stdout, stderr) = kubectl(&["apply", "-k", &dir, "--dry-run=server"]);
+    assert!(ok, "kubectl apply -k failed:\n{stdout}\n{stderr}");
+    assert!(
+        !stderr.contains("would violate PodSecurity"),
+        "the operator pod must meet the restricted standard:\n{stderr}"
+    );
+    for line in expected {
+        assert!(
+            stdout.contains(line),
+            "{line} missing from the install:\n{stdout}"
+        );
+    }
+}

@@ -17,6 +17,7 @@ pub mod process;
 pub mod procnode;
 pub mod rbac;
 pub mod registry;
+pub mod spaces;
 mod support;
 pub mod versions;
 
@@ -24,6 +25,6 @@ pub use identity::{service_account_client, service_account_token, write_kubeconf
 pub use plane::{Up, down, kubeconfig_path, status, up};
 pub use support::{
     RequestCounts, TestNamespace, bound_claim, client, counting, counting_client, ensure_plane,
-    eventually, install_crd, list_labelled, verb_of, wait_deleted, wait_for,
+    eventually, install_crd, list_labelled, start_up_error, verb_of, wait_deleted, wait_for,
 };
 pub use versions::Versions;

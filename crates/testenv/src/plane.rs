@@ -98,12 +98,17 @@ fn state_path() -> PathBuf {
 }
 
 fn lock() -> anyhow::Result<File> {
-    fs::create_dir_all(plane_dir())?;
+    lock_dir(&plane_dir())
+}
+
+/// Creates `dir` and holds an exclusive lock on `<dir>/.lock` until the file is dropped.
+pub fn lock_dir(dir: &Path) -> anyhow::Result<File> {
+    fs::create_dir_all(dir)?;
     let f = File::options()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(plane_dir().join(".lock"))?;
+        .open(dir.join(".lock"))?;
     f.lock()?;
     Ok(f)
 }
@@ -159,7 +164,7 @@ fn up_blocking() -> anyhow::Result<Up> {
         let healthy = state.procs.iter().all(Proc::alive)
             && state.kubernetes == Versions::pinned().kubernetes
             && state.revision == PLANE_REVISION
-            && rt.block_on(readyz()).is_ok();
+            && rt.block_on(readyz(&kubeconfig_path())).is_ok();
         if healthy {
             return Ok(Up {
                 state,
@@ -212,7 +217,12 @@ fn stop(state: &State) {
 }
 
 fn clean_dir() -> anyhow::Result<()> {
-    for entry in fs::read_dir(plane_dir())? {
+    clean_dir_at(&plane_dir())
+}
+
+/// Removes everything in `dir` except its `.lock`.
+pub fn clean_dir_at(dir: &Path) -> anyhow::Result<()> {
+    for entry in fs::read_dir(dir)? {
         let entry = entry?;
         if entry.file_name() == ".lock" {
             continue;
@@ -231,7 +241,8 @@ fn start_plane(bin: &Path, agent: &Path, rt: &tokio::runtime::Runtime) -> anyhow
     let logs = dir.join("logs");
     let pki = Pki::generate(&dir.join("pki"))?;
     let (etcd_port, peer_port, api_port) = (free_port()?, free_port()?, free_port()?);
-    write_kubeconfig(&pki, api_port)?;
+    let kc = kubeconfig_path();
+    write_kubeconfig(&kc, &pki, api_port)?;
     let s = |p: PathBuf| p.display().to_string();
     let mut procs = Vec::new();
     let mut slot = None;
@@ -245,118 +256,49 @@ fn start_plane(bin: &Path, agent: &Path, rt: &tokio::runtime::Runtime) -> anyhow
         pod_network_slot: None,
     };
     let result = (|| -> anyhow::Result<()> {
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
         procs.push(spawn(
             "etcd",
             &bin.join("etcd"),
-            &[
-                "--name=flotilla".into(),
-                format!("--data-dir={}", s(dir.join("etcd"))),
-                "--log-level=warn".into(),
-                "--unsafe-no-fsync".into(),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=flotilla={peer_url}"),
-                "--listen-metrics-urls=".into(),
-            ],
+            &etcd_args(&dir.join("etcd"), etcd_port, peer_port),
             &logs,
         )?);
-        wait_until(
-            "etcd to accept connections",
-            Duration::from_secs(30),
-            || std::net::TcpStream::connect(("127.0.0.1", etcd_port)).is_ok(),
-        )?;
+        wait_etcd(etcd_port)?;
+        let mut api_args = apiserver_args(&pki, etcd_port, api_port);
+        api_args.extend([
+            // `kubectl logs` of process-backed pods: the agent's kubelet endpoint.
+            format!(
+                "--kubelet-client-certificate={}",
+                s(pki.kubelet_client_crt())
+            ),
+            format!("--kubelet-client-key={}", s(pki.kubelet_client_key())),
+            format!("--kubelet-certificate-authority={}", s(pki.ca_crt())),
+            "--kubelet-preferred-address-types=InternalIP".into(),
+        ]);
         procs.push(spawn(
             "kube-apiserver",
             &bin.join("kube-apiserver"),
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                format!("--secure-port={api_port}"),
-                "--advertise-address=127.0.0.1".into(),
-                "--endpoint-reconciler-type=none".into(),
-                format!("--tls-cert-file={}", s(pki.apiserver_crt())),
-                format!("--tls-private-key-file={}", s(pki.apiserver_key())),
-                format!("--client-ca-file={}", s(pki.ca_crt())),
-                "--authorization-mode=Node,RBAC".into(),
-                "--allow-privileged=true".into(),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!("--service-account-key-file={}", s(pki.sa_pub())),
-                format!("--service-account-signing-key-file={}", s(pki.sa_key())),
-                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-                "--profiling=false".into(),
-                // `kubectl logs` of process-backed pods: the agent's kubelet endpoint.
-                format!(
-                    "--kubelet-client-certificate={}",
-                    s(pki.kubelet_client_crt())
-                ),
-                format!("--kubelet-client-key={}", s(pki.kubelet_client_key())),
-                format!("--kubelet-certificate-authority={}", s(pki.ca_crt())),
-                "--kubelet-preferred-address-types=InternalIP".into(),
-            ],
+            &api_args,
             &logs,
         )?);
-        rt.block_on(wait_readyz(Duration::from_secs(120)))?;
-        let kc = s(kubeconfig_path());
+        rt.block_on(wait_readyz(&kc, Duration::from_secs(120)))?;
         procs.push(spawn(
             "kube-controller-manager",
             &bin.join("kube-controller-manager"),
-            &[
-                format!("--kubeconfig={kc}"),
-                "--leader-elect=false".into(),
-                "--bind-address=127.0.0.1".into(),
-                "--secure-port=0".into(),
-                format!("--service-account-private-key-file={}", s(pki.sa_key())),
-                format!("--root-ca-file={}", s(pki.ca_crt())),
-                format!("--cluster-signing-cert-file={}", s(pki.ca_crt())),
-                format!("--cluster-signing-key-file={}", s(pki.ca_key())),
-                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-                "--profiling=false".into(),
-            ],
+            &kcm_args(&pki, &kc, None),
             &logs,
         )?);
         procs.push(spawn(
             "kube-scheduler",
             &bin.join("kube-scheduler"),
-            &[
-                format!("--kubeconfig={kc}"),
-                "--leader-elect=false".into(),
-                "--bind-address=127.0.0.1".into(),
-                "--secure-port=0".into(),
-                "--profiling=false".into(),
-            ],
+            &scheduler_args(&kc),
             &logs,
         )?);
-        let stages = bin.join("stages");
-        let mut kwok_args = vec![
-            format!("--kubeconfig={kc}"),
-            // Only its own nodes: the process-backed nodes belong to our agent.
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
-            "--node-lease-duration-seconds=40".into(),
-            "--cidr=127.1.0.0/16".into(),
-            "--node-ip=127.0.0.1".into(),
-            "--server-address=".into(),
-        ];
-        for stage in [
-            "node/fast/node-initialize.yaml",
-            "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-            "pod/fast/pod-ready.yaml",
-            "pod/fast/pod-complete.yaml",
-            "pod/fast/pod-delete.yaml",
-            "pod/chaos/pod-container-running-failed.yaml",
-            // Dynamic provisioning for the default StorageClass `kwok-volume` (created below):
-            // PVCs bind, and their PVs go away with them.
-            "volume/fast/pvc-provision.yaml",
-            "volume/fast/pv-bind.yaml",
-            "volume/fast/pv-delete.yaml",
-            "volume/fast/pvc-delete.yaml",
-        ] {
-            kwok_args.push(format!("--config={}", s(stages.join(stage))));
-        }
-        procs.push(spawn("kwok", &bin.join("kwok"), &kwok_args, &logs)?);
+        procs.push(spawn(
+            "kwok",
+            &bin.join("kwok"),
+            &kwok_args(bin, &kc, "127.1.0.0/16"),
+            &logs,
+        )?);
         let agent = spawn(
             crate::procnode::AGENT,
             agent,
@@ -370,7 +312,12 @@ fn start_plane(bin: &Path, agent: &Path, rt: &tokio::runtime::Runtime) -> anyhow
         procs.push(agent.clone());
         let ready = crate::procnode::wait_ready(&dir, &agent, Duration::from_secs(60))?;
         slot = Some(ready.slot);
-        rt.block_on(create_nodes_and_wait(Duration::from_secs(120)))
+        rt.block_on(create_nodes_and_wait(
+            &kc,
+            NODES,
+            crate::procnode::NODES.len(),
+            Duration::from_secs(120),
+        ))
     })();
     state.procs = procs;
     state.pod_network_slot = slot;
@@ -382,7 +329,8 @@ fn start_plane(bin: &Path, agent: &Path, rt: &tokio::runtime::Runtime) -> anyhow
     Ok(state)
 }
 
-fn log_tails(logs: &Path) -> String {
+/// The last lines of every log in `logs`, for a start-up failure message.
+pub fn log_tails(logs: &Path) -> String {
     let mut out = String::new();
     for entry in fs::read_dir(logs).into_iter().flatten().flatten() {
         let text = fs::read_to_string(entry.path()).unwrap_or_default();
@@ -396,7 +344,8 @@ fn log_tails(logs: &Path) -> String {
     out
 }
 
-fn write_kubeconfig(pki: &Pki, port: u16) -> anyhow::Result<()> {
+/// Writes an admin kubeconfig for the apiserver on `127.0.0.1:<port>` to `path`.
+pub fn write_kubeconfig(path: &Path, pki: &Pki, port: u16) -> anyhow::Result<()> {
     let d = |p: PathBuf| p.display().to_string();
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: flotilla\n  cluster:\n    server: https://127.0.0.1:{port}\n    \
@@ -407,19 +356,25 @@ fn write_kubeconfig(pki: &Pki, port: u16) -> anyhow::Result<()> {
         d(pki.admin_crt()),
         d(pki.admin_key()),
     );
-    fs::write(kubeconfig_path(), text)?;
+    fs::write(path, text)?;
     Ok(())
 }
 
 /// An admin client for the plane's kubeconfig.
 pub async fn admin_client() -> anyhow::Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig_path())?;
+    client_for(&kubeconfig_path()).await
+}
+
+/// A client for the kubeconfig at `path`.
+pub async fn client_for(path: &Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(path)?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
     Ok(kube::Client::try_from(cfg)?)
 }
 
-async fn readyz() -> anyhow::Result<()> {
-    let client = admin_client().await?;
+/// `/readyz` of the apiserver behind the kubeconfig at `path` answers `ok`.
+pub async fn readyz(path: &Path) -> anyhow::Result<()> {
+    let client = client_for(path).await?;
     let body = client
         .request_text(http::Request::get("/readyz").body(Vec::new())?)
         .await?;
@@ -427,10 +382,11 @@ async fn readyz() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_readyz(timeout: Duration) -> anyhow::Result<()> {
+/// Waits until [`readyz`] succeeds, or fails after `timeout`.
+pub async fn wait_readyz(path: &Path, timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        match readyz().await {
+        match readyz(path).await {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() >= deadline => {
                 anyhow::bail!("kube-apiserver not ready after {timeout:?}: {e}")
@@ -440,12 +396,128 @@ async fn wait_readyz(timeout: Duration) -> anyhow::Result<()> {
     }
 }
 
+/// Waits until etcd on `port` accepts connections.
+pub fn wait_etcd(port: u16) -> anyhow::Result<()> {
+    wait_until(
+        "etcd to accept connections",
+        Duration::from_secs(30),
+        || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    )
+}
+
+/// etcd on 127.0.0.1 with its data in `data` (test data: no fsync, no metrics listener).
+pub fn etcd_args(data: &Path, client_port: u16, peer_port: u16) -> Vec<String> {
+    let etcd_url = format!("http://127.0.0.1:{client_port}");
+    let peer_url = format!("http://127.0.0.1:{peer_port}");
+    vec![
+        "--name=flotilla".into(),
+        format!("--data-dir={}", data.display()),
+        "--log-level=warn".into(),
+        "--unsafe-no-fsync".into(),
+        format!("--listen-client-urls={etcd_url}"),
+        format!("--advertise-client-urls={etcd_url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster=flotilla={peer_url}"),
+        "--listen-metrics-urls=".into(),
+    ]
+}
+
+/// kube-apiserver on `127.0.0.1:<api_port>` backed by the etcd on `etcd_port`, with the PKI's
+/// serving certificate, client-certificate auth and `Node,RBAC` authorization.
+pub fn apiserver_args(pki: &Pki, etcd_port: u16, api_port: u16) -> Vec<String> {
+    let s = |p: PathBuf| p.display().to_string();
+    vec![
+        format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={api_port}"),
+        "--advertise-address=127.0.0.1".into(),
+        "--endpoint-reconciler-type=none".into(),
+        format!("--tls-cert-file={}", s(pki.apiserver_crt())),
+        format!("--tls-private-key-file={}", s(pki.apiserver_key())),
+        format!("--client-ca-file={}", s(pki.ca_crt())),
+        "--authorization-mode=Node,RBAC".into(),
+        "--allow-privileged=true".into(),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+        format!("--service-account-key-file={}", s(pki.sa_pub())),
+        format!("--service-account-signing-key-file={}", s(pki.sa_key())),
+        format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+        "--profiling=false".into(),
+    ]
+}
+
+/// kube-controller-manager against the kubeconfig `kc`, serving nothing; `controllers` limits
+/// it to a list (`--controllers`), `None` runs the defaults.
+pub fn kcm_args(pki: &Pki, kc: &Path, controllers: Option<&str>) -> Vec<String> {
+    let s = |p: PathBuf| p.display().to_string();
+    let mut args = vec![
+        format!("--kubeconfig={}", kc.display()),
+        "--leader-elect=false".into(),
+        "--bind-address=127.0.0.1".into(),
+        "--secure-port=0".into(),
+        format!("--service-account-private-key-file={}", s(pki.sa_key())),
+        format!("--root-ca-file={}", s(pki.ca_crt())),
+        format!("--cluster-signing-cert-file={}", s(pki.ca_crt())),
+        format!("--cluster-signing-key-file={}", s(pki.ca_key())),
+        format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+        "--profiling=false".into(),
+    ];
+    if let Some(c) = controllers {
+        args.push(format!("--controllers={c}"));
+    }
+    args
+}
+
+/// kube-scheduler against the kubeconfig `kc`, serving nothing.
+pub fn scheduler_args(kc: &Path) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", kc.display()),
+        "--leader-elect=false".into(),
+        "--bind-address=127.0.0.1".into(),
+        "--secure-port=0".into(),
+        "--profiling=false".into(),
+    ]
+}
+
+/// kwok against the kubeconfig `kc`, managing only nodes annotated `kwok.x-k8s.io/node=fake`,
+/// giving pods addresses from `cidr` (loopback), with the plane's stages.
+pub fn kwok_args(bin: &Path, kc: &Path, cidr: &str) -> Vec<String> {
+    let stages = bin.join("stages");
+    let mut args = vec![
+        format!("--kubeconfig={}", kc.display()),
+        // Only its own nodes: the process-backed nodes belong to our agent.
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
+        "--node-lease-duration-seconds=40".into(),
+        format!("--cidr={cidr}"),
+        "--node-ip=127.0.0.1".into(),
+        "--server-address=".into(),
+    ];
+    for stage in [
+        "node/fast/node-initialize.yaml",
+        "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+        "pod/fast/pod-ready.yaml",
+        "pod/fast/pod-complete.yaml",
+        "pod/fast/pod-delete.yaml",
+        "pod/chaos/pod-container-running-failed.yaml",
+        // Dynamic provisioning for the default StorageClass `kwok-volume` (created with the
+        // nodes): PVCs bind, and their PVs go away with them.
+        "volume/fast/pvc-provision.yaml",
+        "volume/fast/pv-bind.yaml",
+        "volume/fast/pv-delete.yaml",
+        "volume/fast/pvc-delete.yaml",
+    ] {
+        args.push(format!("--config={}", stages.join(stage).display()));
+    }
+    args
+}
+
 /// What every node offers: kwok's defaults plus ephemeral-storage.
 fn node_capacity() -> serde_json::Value {
     serde_json::json!({"cpu": "1k", "memory": "1Ti", "pods": "1M", "ephemeral-storage": "10Ti"})
 }
 
-fn node(i: usize) -> anyhow::Result<Node> {
+/// The kwok node `kwok-node-<i>` in zone [`ZONES`]`[i]`, pod CIDR `127.1.<i>.0/24`.
+pub fn node(i: usize) -> anyhow::Result<Node> {
     let name = format!("kwok-node-{i}");
     Ok(serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Node",
@@ -466,10 +538,18 @@ fn node(i: usize) -> anyhow::Result<Node> {
     }))?)
 }
 
-async fn create_nodes_and_wait(timeout: Duration) -> anyhow::Result<()> {
-    let client = admin_client().await?;
+/// Creates `kwok_nodes` kwok nodes and the default StorageClass on the apiserver behind `kc`,
+/// then waits until `kwok_nodes + other_nodes` nodes are Ready and the `default`
+/// ServiceAccount exists.
+pub async fn create_nodes_and_wait(
+    kc: &Path,
+    kwok_nodes: usize,
+    other_nodes: usize,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let client = client_for(kc).await?;
     let nodes: Api<Node> = Api::all(client.clone());
-    for i in 0..NODES {
+    for i in 0..kwok_nodes {
         match nodes.create(&PostParams::default(), &node(i)?).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -488,7 +568,7 @@ async fn create_nodes_and_wait(timeout: Duration) -> anyhow::Result<()> {
             .filter(|n| node_ready(n))
             .count();
         let sa = sas.get_opt("default").await?.is_some();
-        let want = NODES + crate::procnode::NODES.len();
+        let want = kwok_nodes + other_nodes;
         if ready >= want && sa {
             return Ok(());
         }
@@ -556,7 +636,7 @@ pub fn status() -> Status {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map(|rt| rt.block_on(readyz()).is_ok())
+                .map(|rt| rt.block_on(readyz(&kubeconfig_path())).is_ok())
         })
         .join()
         .ok()

@@ -124,7 +124,15 @@ pub fn wait_until(
 
 /// CPU seconds (user + system) this process has used so far (benchmarks).
 pub fn cpu_seconds() -> f64 {
-    let stat = fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_seconds_in(&fs::read_to_string("/proc/self/stat").unwrap_or_default())
+}
+
+/// CPU seconds (user + system) process `pid` has used so far, 0 when unreadable (benchmarks).
+pub fn cpu_seconds_of(pid: i32) -> f64 {
+    cpu_seconds_in(&fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default())
+}
+
+fn cpu_seconds_in(stat: &str) -> f64 {
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // After the command: state(0) … utime(11) stime(12), in clock ticks (100 Hz on Linux).
@@ -139,10 +147,19 @@ pub fn cpu_seconds() -> f64 {
 
 /// Peak resident set size (VmHWM) of this process in KiB, 0 when unreadable (benchmarks).
 pub fn peak_rss_kib() -> u64 {
-    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status_kib("/proc/self/status", "VmHWM:")
+}
+
+/// Resident set size (VmRSS) of process `pid` in KiB, 0 when unreadable (benchmarks).
+pub fn rss_kib(pid: i32) -> u64 {
+    status_kib(&format!("/proc/{pid}/status"), "VmRSS:")
+}
+
+fn status_kib(path: &str, key: &str) -> u64 {
+    let status = fs::read_to_string(path).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)

@@ -333,6 +333,23 @@ pub async fn bound_claim(client: &Client, namespace: &str, name: &str) -> anyhow
     Ok(())
 }
 
+/// Runs `binary` with `args` as a user would start it wrongly (`RUST_BACKTRACE=1`, no
+/// `RUST_LOG`) and asserts what every Flotilla binary promises for a start-up error: exit code
+/// 1 and exactly one line on stderr, never a backtrace. Returns that line.
+pub fn start_up_error(binary: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(binary)
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run the binary");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line only: {stderr}");
+    lines[0].to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
