@@ -9,20 +9,25 @@
 //! - [`instance_api`]: the typed HTTP API between the operator and the instance managers.
 //! - [`run`]: the `controller` process.
 //! - [`backup`], [`scheduled_backup`]: the RedisBackup and RedisScheduledBackup controllers;
-//!   [`instance_client`]: their client of the instance API.
+//!   [`backup_client`]: their client of the instance API (to become one with
+//!   [`instance_client`], the RedisCluster controller's; both speak [`instance_api`]).
 //! - [`admission`]: the defaulting and validating webhooks and their PKI.
 //! - [`quantity`], [`schedule`]: Kubernetes quantities and backup schedules, pure.
 //! - [`copy_binary`]: installs the running binary into the data pods' shared volume.
 
 pub mod admission;
 pub mod backup;
+pub mod backup_client;
 pub mod cli;
+pub mod cluster;
+pub mod context;
 pub mod copy_binary;
 pub mod crd;
 pub mod https;
 pub mod instance;
 pub mod instance_api;
 pub mod instance_client;
+pub mod metrics;
 pub mod names;
 pub mod plugin;
 pub mod quantity;

@@ -72,6 +72,15 @@ pub const ANN_APPROVE_PRIMARY_UPDATE: &str = "redis.io/approve-primary-update";
 pub const ANN_SPEC_HASH: &str = "redis.io/spec-hash";
 /// On the `-leader` Service: `"true"` while the cluster is in replica mode.
 pub const ANN_REPLICA_MODE: &str = "redis.io/replica-mode";
+/// On the RedisCluster: the JSON array of the pods the operator itself added to
+/// [`ANN_FENCED_INSTANCES`] during a failover, so that it releases only its own fences and
+/// never one a user set. Written in the same patch as the fence itself.
+pub const ANN_OPERATOR_FENCED: &str = "redis.io/operatorFencedInstances";
+/// On the children the operator applies: a hash of what it last applied, so an unchanged
+/// child costs no write.
+pub const ANN_APPLIED_HASH: &str = "redis.io/applied-hash";
+/// The fencing annotation's wildcard: every instance is fenced.
+pub const FENCE_ALL: &str = "*";
 
 /// Values [`ANN_HIBERNATION`] accepts (case-sensitive, as upstream's webhook).
 pub const HIBERNATION_VALUES: [&str; 5] = ["on", "off", "true", "false", ""];
@@ -218,6 +227,23 @@ pub fn pdb_name(cluster: &str) -> String {
 /// The instance manager's ServiceAccount, Role and RoleBinding: `<cluster>`.
 pub fn instance_service_account(cluster: &str) -> String {
     cluster.to_owned()
+}
+
+/// The PodDisruptionBudget of the primary (`minAvailable: 1`): `<cluster>-primary`.
+pub fn primary_pdb_name(cluster: &str) -> String {
+    format!("{cluster}-primary")
+}
+
+/// The PodDisruptionBudget of the replicas (`minAvailable: instances - 2`): `<cluster>-replicas`.
+pub fn replicas_pdb_name(cluster: &str) -> String {
+    format!("{cluster}-replicas")
+}
+
+/// The Lease naming the one instance allowed to be primary: `<cluster>-primary`. A promotion
+/// first moves it from the old primary to the new one by compare-and-swap, so two promotions
+/// can never both happen.
+pub fn primary_lease(cluster: &str) -> String {
+    format!("{cluster}-primary")
 }
 
 #[cfg(test)]

@@ -5,8 +5,10 @@
 //! - [`ControllerFlags`] are kit's operator flags with upstream's defaults (metrics on `:9090`,
 //!   probes on `:8080`, leader election on with the Lease `redis-operator-leader`) plus
 //!   `--max-concurrent-reconciles` (default 5).
-//! - `--watch-namespaces` limits the controllers to some namespaces; `--backup-timeout`
-//!   bounds each RedisBackup ([`crate::backup`]).
+//! - `--watch-namespaces` limits the controllers to some namespaces; `--operator-image`
+//!   (`RELATED_IMAGE_OPERATOR`), `--status-poll-seconds` and the test-only
+//!   `--pods-on-process-nodes` shape the RedisCluster controller ([`crate::cluster`]);
+//!   `--backup-timeout` bounds each RedisBackup ([`crate::backup`]).
 //! - [`run`] and [`run_with_client`] run until shutdown (SIGTERM/SIGINT or the token), the
 //!   loss of leadership, or a failure of the webhook server; either part failing stops the
 //!   other. Controllers run only while the Lease is held; the admission webhook server
@@ -25,6 +27,10 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{Webhook, WebhookFlags};
+use crate::cluster::build::PodSettings;
+use crate::context::{Context, Settings};
+use crate::instance_client::https::HttpsConnector;
+use crate::metrics::RedisMetrics;
 use crate::names;
 
 /// Flags of `redis-operator controller`.
@@ -43,8 +49,9 @@ pub struct ControllerFlags {
     #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = 5)]
     pub max_concurrent_reconciles: usize,
 
-    /// Comma-separated namespaces whose RedisClusters the operator manages; empty means every
-    /// namespace.
+    /// Comma-separated namespaces whose RedisClusters, RedisBackups and RedisScheduledBackups the
+    /// operator manages; empty
+    /// means every namespace.
     #[arg(long, env = "WATCH_NAMESPACES", default_value = "")]
     pub watch_namespaces: String,
 
@@ -56,6 +63,20 @@ pub struct ControllerFlags {
     /// The admission webhook server and its PKI.
     #[command(flatten)]
     pub webhook: WebhookFlags,
+
+    /// The operator image the data pods' `copy-manager` init container runs (it installs the
+    /// instance manager). Defaults to this operator's own published image.
+    #[arg(long, env = "RELATED_IMAGE_OPERATOR", default_value_t = crate::context::default_operator_image())]
+    pub operator_image: String,
+
+    /// Seconds between two status polls of a converged cluster's instances.
+    #[arg(long, env = "STATUS_POLL_SECONDS", default_value_t = 5)]
+    pub status_poll_seconds: u64,
+
+    /// Let data pods tolerate and select Flotilla's process-backed test nodes
+    /// (`flotilla.dev/process-node`). For the local test plane only; never in production.
+    #[arg(long, env = "PODS_ON_PROCESS_NODES", default_value_t = false)]
+    pub pods_on_process_nodes: bool,
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
@@ -87,6 +108,18 @@ impl ControllerFlags {
             .map(str::to_owned)
             .collect();
         (!list.is_empty()).then_some(list)
+    }
+
+    /// The settings the RedisCluster controller runs with.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            pod: PodSettings {
+                operator_image: self.operator_image.clone(),
+                process_nodes: self.pods_on_process_nodes,
+            },
+            max_concurrent_reconciles: self.max_concurrent_reconciles,
+            poll_interval: std::time::Duration::from_secs(self.status_poll_seconds.max(1)),
+        }
     }
 
     fn operator_flags(&self) -> OperatorFlags {
@@ -128,12 +161,13 @@ pub async fn run_with_client(
         .with_shutdown(inner.clone())
         .with_manual_readiness();
     let readiness = operator.readiness().clone();
-    let settings = Settings {
+    let metrics = RedisMetrics::register(operator.metrics());
+    let backups = BackupSettings {
         backup_timeout: flags.backup_timeout,
         concurrency: flags.max_concurrent_reconciles,
     };
-    let namespaces = flags.namespaces();
-    let run = move |rc| controllers(rc, settings, namespaces);
+    let (settings, namespaces) = (flags.settings(), flags.namespaces());
+    let run = move |rc| controllers(rc, settings, namespaces, backups, metrics);
     if !flags.webhook.webhook_enabled {
         readiness.set_ready(true);
         return operator.run(run).await;
@@ -154,25 +188,34 @@ pub async fn run_with_client(
     served.and(ran)
 }
 
-// What the controllers are built with.
+// What the backup controllers are built with.
 #[derive(Clone, Copy, Debug)]
-struct Settings {
+struct BackupSettings {
     backup_timeout: Duration,
     concurrency: usize,
 }
 
 // The controllers, while leading, per watched namespace (or one of each over every
-// namespace); the first to fail stops the others.
+// namespace): RedisCluster, RedisBackup and RedisScheduledBackup; the first failure stops
+// the others.
 async fn controllers(
     rc: RunContext,
     settings: Settings,
     namespaces: Option<Vec<String>>,
+    backups: BackupSettings,
+    metrics: RedisMetrics,
 ) -> anyhow::Result<()> {
+    let ctx = Arc::new(Context::new(
+        rc.client.clone(),
+        settings,
+        Arc::new(HttpsConnector::default()),
+        metrics,
+    ));
     let shared = Arc::new(crate::backup::Shared::new(
         rc.client.clone(),
         &rc.metrics,
-        settings.backup_timeout,
-        Arc::new(crate::instance_client::HttpsConnector),
+        backups.backup_timeout,
+        Arc::new(crate::backup_client::HttpsConnector),
     ));
     let rc = RunContext {
         shutdown: rc.shutdown.child_token(),
@@ -184,11 +227,16 @@ async fn controllers(
     };
     let mut runs = Vec::new();
     for ns in scopes {
+        runs.push(tokio::spawn(crate::cluster::run::run(
+            ctx.clone(),
+            rc.clone(),
+            ns.clone(),
+        )));
         runs.push(tokio::spawn(crate::backup::run(
             shared.clone(),
             rc.clone(),
             ns.clone(),
-            settings.concurrency,
+            backups.concurrency,
         )));
         runs.push(tokio::spawn(crate::scheduled_backup::run(
             shared.clone(),

@@ -54,11 +54,20 @@ pub async fn service_account_client(
     namespace: &str,
     name: &str,
 ) -> anyhow::Result<kube::Client> {
+    let config = service_account_config(admin, namespace, name).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// The client configuration of ServiceAccount `namespace/name` (for a client with layers, such
+/// as `crate::counting`).
+pub async fn service_account_config(
+    admin: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<kube::Config> {
     let token = service_account_token(admin, namespace, name).await?;
     let kubeconfig = Kubeconfig::from_yaml(&render_kubeconfig(&token, namespace)?)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+    Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?)
 }
 
 /// Writes a kubeconfig for `token` against the plane to `path` (mode 0600: it holds a secret),

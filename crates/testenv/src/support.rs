@@ -118,21 +118,25 @@ fn is_collection(path: &str) -> bool {
 /// An admin client whose requests are counted by verb.
 pub async fn counting_client() -> (Client, RequestCounts) {
     ensure_plane();
-    let counts = RequestCounts::default();
     let kc = kube::config::Kubeconfig::read_from(plane::kubeconfig_path()).expect("kubeconfig");
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .expect("config");
+    counting(cfg).expect("client builder")
+}
+
+/// A client for `cfg` (an admin's, a ServiceAccount's) whose requests are counted by verb.
+pub fn counting(cfg: kube::Config) -> anyhow::Result<(Client, RequestCounts)> {
+    let counts = RequestCounts::default();
     let c = counts.clone();
     let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
         c.record(verb_of(req.method(), req.uri()));
         req
     });
-    let client = kube::client::ClientBuilder::try_from(cfg)
-        .expect("client builder")
+    let client = kube::client::ClientBuilder::try_from(cfg)?
         .with_layer(&layer)
         .build();
-    (client, counts)
+    Ok((client, counts))
 }
 
 /// A fresh namespace for one test, deleted (in the background) when dropped.

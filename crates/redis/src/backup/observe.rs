@@ -15,8 +15,8 @@ use kube::api::{Api, ListParams};
 
 use super::Ctx;
 use super::target::{Candidate, Primary};
+use crate::backup_client::{BackupInstances, Credentials};
 use crate::crd::{ClusterMode, RedisBackup, RedisCluster};
-use crate::instance_client::{BackupInstances, Credentials};
 use crate::names;
 
 /// A failed read.

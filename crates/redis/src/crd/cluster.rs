@@ -813,8 +813,10 @@ pub struct InstanceStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub role: String,
 
-    /// Whether the operator reached the instance manager and it reached Redis.
-    #[serde(default, skip_serializing_if = "is_false")]
+    /// Whether the operator reached the instance manager and it reached Redis. Always
+    /// written, so an instance the operator cannot reach is never an empty entry (server-side
+    /// apply turns an entry whose fields all went away into `null`, which the schema refuses).
+    #[serde(default)]
     pub connected: bool,
 
     /// Whether the pod is Ready (its readiness probe passes).

@@ -15,7 +15,8 @@
 //!   backup (never started there, or the instance restarted and forgot it).
 //!
 //! This is the small client the backup controller needed before the cluster controller's
-//! client landed; both speak the same contract and are meant to become one.
+//! client ([`crate::instance_client`]) landed; both speak the same contract and are meant to
+//! become one.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

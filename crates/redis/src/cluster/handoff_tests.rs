@@ -1,0 +1,548 @@
+//! Tables for the handoff state machine: detection, candidates, failover, switchover, fences
+//! and the Lease, each case a short description of the cluster and the one step it must take.
+
+use super::*;
+use crate::cluster::facts::fixtures::{members, primary, replica, with_pod, with_report};
+use crate::cluster::facts::{Member, Members, Poll};
+use crate::cluster::model::Fencing;
+
+fn t(s: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000 + s).expect("ts")
+}
+
+/// A cluster view: primary demo-0 (replid `A`), replicas demo-1 (offset 100) and demo-2 (90).
+struct Case {
+    members: Members,
+    current: &'static str,
+    target: &'static str,
+    target_since: Option<Timestamp>,
+    failing_since: Option<Timestamp>,
+    fencing: Fencing,
+    operator_fenced: Fencing,
+    lease: Option<&'static str>,
+    leader: Option<&'static str>,
+    streak: Streak,
+    delay: u64,
+    automatic: bool,
+    request: Option<Request>,
+    refused: Option<(&'static str, &'static str)>,
+    now: Timestamp,
+}
+
+fn healthy() -> Vec<Member> {
+    vec![
+        primary(0, "A", 100),
+        replica(1, 0, "A", 100),
+        replica(2, 0, "A", 90),
+    ]
+}
+
+impl Case {
+    fn new(list: Vec<Member>) -> Case {
+        Case {
+            members: members(list),
+            current: "demo-0",
+            target: "demo-0",
+            target_since: None,
+            failing_since: None,
+            fencing: Fencing::default(),
+            operator_fenced: Fencing::default(),
+            lease: Some("demo-0"),
+            leader: Some("demo-0"),
+            streak: Streak::default(),
+            delay: 0,
+            automatic: true,
+            request: None,
+            refused: None,
+            now: t(100),
+        }
+    }
+
+    fn inputs(&self) -> Inputs<'_> {
+        Inputs {
+            now: self.now,
+            current: self.current,
+            target: self.target,
+            target_since: self.target_since,
+            failing_since: self.failing_since,
+            members: &self.members,
+            instances: 3,
+            fencing: &self.fencing,
+            operator_fenced: &self.operator_fenced,
+            lease_holder: self.lease,
+            leader: self.leader,
+            streak: self.streak,
+            primary_replid: "A",
+            failover_delay: Duration::from_secs(self.delay),
+            max_lag: Duration::from_secs(10),
+            switchover_timeout: Duration::from_secs(30),
+            automatic: self.automatic,
+            request: self.request.clone(),
+            refused: self.refused,
+        }
+    }
+
+    fn step(&self) -> Step {
+        decide(&self.inputs(), "demo-0")
+    }
+
+    /// The primary dead (no answer, pod not Ready) for a whole detection window.
+    fn primary_dead(mut self) -> Case {
+        self.members.0.insert(0, dead(0));
+        self.streak = Streak {
+            misses: DETECTION_MISSES,
+            since: Some(t(90)),
+        };
+        self
+    }
+
+    /// A failover that elected nobody yet, with demo-0 fenced (by the operator).
+    fn electing(mut self) -> Case {
+        self.target = PENDING;
+        self.target_since = Some(t(99));
+        self.failing_since = Some(t(95));
+        self.fencing = fenced(&["demo-0"]);
+        self.operator_fenced = fenced(&["demo-0"]);
+        self
+    }
+}
+
+fn dead(ordinal: i32) -> Member {
+    let m = primary(ordinal, "A", 100);
+    let mut m = with_pod(m, |p| p.ready = false);
+    m.poll = Poll::Failed("connection refused".into());
+    m
+}
+
+fn gone(ordinal: i32) -> Member {
+    Member {
+        pod: None,
+        poll: Poll::NotPolled,
+        ..primary(ordinal, "A", 100)
+    }
+}
+
+fn fenced(pods: &[&str]) -> Fencing {
+    Fencing {
+        pods: pods.iter().map(|p| (*p).to_owned()).collect(),
+        ..Fencing::default()
+    }
+}
+
+fn link_down(m: Member, since: i64) -> Member {
+    with_report(m, |r| {
+        r.master_link_status = "down".into();
+        r.master_link_down_since_seconds = since;
+    })
+}
+
+#[test]
+fn a_healthy_primary_is_left_alone() {
+    assert_eq!(Case::new(healthy()).step(), Step::Idle);
+}
+
+#[test]
+fn a_cluster_without_a_primary_names_ordinal_zero_or_a_running_primary() {
+    let mut c = Case::new(vec![replica(0, 1, "A", 1), replica(1, 0, "A", 1)]);
+    c.current = "";
+    c.target = "";
+    assert_eq!(c.step(), Step::Publish("demo-0".into()));
+    let mut c = Case::new(vec![replica(0, 1, "A", 1), primary(1, "A", 5)]);
+    c.current = "";
+    c.target = "";
+    assert_eq!(c.step(), Step::Publish("demo-1".into()));
+}
+
+#[test]
+fn detection_needs_misses_over_a_window_and_corroboration() {
+    // (misses, first miss at, pod ready, replicas' links up) -> failing?
+    let cases = [
+        (1, 99, false, false, false),
+        (3, 98, false, false, false), // three misses, but only 2 s apart
+        (2, 90, false, false, false), // long enough, but two misses
+        (3, 90, true, true, false),   // nobody confirms: pod Ready, links up
+        (3, 90, false, true, true),   // pod not Ready
+        (3, 90, true, false, true),   // every replica sees its link down
+    ];
+    for (misses, since, ready, links_up, failing) in cases {
+        let mut c = Case::new(healthy());
+        let mut p = with_pod(primary(0, "A", 1), |p| p.ready = ready);
+        p.poll = Poll::Failed("timeout".into());
+        c.members.0.insert(0, p);
+        if !links_up {
+            for o in [1, 2] {
+                let r = c.members.0.remove(&o).expect("replica");
+                c.members.0.insert(o, link_down(r, 3));
+            }
+        }
+        c.streak = Streak {
+            misses,
+            since: Some(t(since)),
+        };
+        let step = c.step();
+        match failing {
+            true => assert!(
+                matches!(step, Step::MarkFailing(_)),
+                "{misses} {since} {ready} {links_up}: {step:?}"
+            ),
+            false => assert!(
+                matches!(step, Step::Watch(_)),
+                "{misses} {since} {ready} {links_up}: {step:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_confirmed_failure_waits_for_the_failover_delay_then_starts_with_the_intent() {
+    let mut c = Case::new(healthy()).primary_dead();
+    c.failing_since = Some(t(95));
+    c.delay = 30;
+    assert_eq!(
+        c.step(),
+        Step::Delay {
+            reason: match health(&c.inputs()) {
+                Health::Failed(r) => r,
+                other => panic!("{other:?}"),
+            },
+            remaining: Duration::from_secs(25),
+        }
+    );
+    c.delay = 5;
+    assert!(matches!(c.step(), Step::StartFailover(_)));
+}
+
+#[test]
+fn no_automatic_failover_when_it_is_off_fenced_or_unreadable_or_nobody_is_in_sync() {
+    let mut c = Case::new(healthy()).primary_dead();
+    c.failing_since = Some(t(95));
+    c.automatic = false;
+    assert!(matches!(c.step(), Step::Wait(w) if w.contains("automatic failover is off")));
+    c.automatic = true;
+    c.fencing = fenced(&["demo-0"]);
+    assert_eq!(c.step(), Step::Idle, "the user fenced the primary");
+    c.fencing = Fencing {
+        unreadable: Some("bad".into()),
+        ..Fencing::default()
+    };
+    assert!(matches!(c.step(), Step::Wait(w) if w.contains("bad")));
+    c.fencing = Fencing::default();
+    for o in [1, 2] {
+        let r = c.members.0.remove(&o).expect("replica");
+        c.members
+            .0
+            .insert(o, with_report(r, |r| r.replication_id = "B".into()));
+    }
+    assert!(matches!(c.step(), Step::Wait(w) if w.contains("no replica is in sync")));
+}
+
+#[test]
+fn a_recovered_primary_clears_the_failure_time() {
+    let mut c = Case::new(healthy());
+    c.failing_since = Some(t(90));
+    assert_eq!(c.step(), Step::ClearFailing);
+}
+
+#[test]
+fn candidates_share_the_replication_id_were_linked_until_the_failure_and_lead_on_offset() {
+    // (replica changes, elected)
+    type Tweak = fn(Member) -> Member;
+    let keep: Tweak = |m| m;
+    let cases: Vec<(Tweak, Tweak, Option<&str>)> = vec![
+        (keep, keep, Some("demo-1")),
+        // Equal offsets: the lower ordinal.
+        (
+            keep,
+            |m| with_report(m, |r| r.replication_offset = 100),
+            Some("demo-1"),
+        ),
+        // A never-synchronised replica has its own replication ID.
+        (
+            |m| with_report(m, |r| r.replication_id = "own".into()),
+            keep,
+            Some("demo-2"),
+        ),
+        (
+            |m| with_report(m, |r| r.master_sync_in_progress = true),
+            keep,
+            Some("demo-2"),
+        ),
+        // Link down since the failure: still a candidate; down long before it: not.
+        (|m| link_down(m, 8), keep, Some("demo-1")),
+        (|m| link_down(m, 600), keep, Some("demo-2")),
+        (
+            |m| with_report(m, |r| r.fenced = true),
+            keep,
+            Some("demo-2"),
+        ),
+        (|m| with_pod(m, |p| p.deleting = true), keep, Some("demo-2")),
+        (
+            |m| with_report(m, |r| r.replication_offset = 0),
+            keep,
+            Some("demo-2"),
+        ),
+        (
+            |m| with_report(m, |r| r.replication_id = "own".into()),
+            |m| with_report(m, |r| r.replication_id = "own".into()),
+            None,
+        ),
+    ];
+    for (n, (a, b, want)) in cases.into_iter().enumerate() {
+        let mut c = Case::new(vec![
+            dead(0),
+            a(replica(1, 0, "A", 100)),
+            b(replica(2, 0, "A", 90)),
+        ]);
+        c.failing_since = Some(t(95));
+        let got = candidate(&c.inputs()).map(|(m, _)| m.name.clone());
+        assert_eq!(got.as_deref(), want, "case {n}");
+    }
+    // Beyond `instances` (being scaled away): never.
+    let mut c = Case::new(vec![
+        dead(0),
+        replica(3, 0, "A", 500),
+        replica(1, 0, "A", 1),
+    ]);
+    c.failing_since = Some(t(95));
+    assert_eq!(
+        candidate(&c.inputs())
+            .map(|(m, _)| m.name.clone())
+            .as_deref(),
+        Some("demo-1")
+    );
+}
+
+#[test]
+fn electing_fences_then_confirms_the_old_primary_stopped_then_elects() {
+    let mut c = Case::new(vec![
+        dead(0),
+        replica(1, 0, "A", 100),
+        replica(2, 0, "A", 90),
+    ])
+    .electing();
+    c.fencing = Fencing::default();
+    assert_eq!(c.step(), Step::Fence("demo-0".into()), "fence first");
+    let c = Case::new(vec![
+        dead(0),
+        replica(1, 0, "A", 100),
+        replica(2, 0, "A", 90),
+    ])
+    .electing();
+    assert!(
+        matches!(c.step(), Step::StopPod { pod, .. } if pod == "demo-0"),
+        "an unreachable old primary is stopped by deleting its pod"
+    );
+    // Reachable and fenced, still running: it stops by itself; past the timeout it is deleted.
+    let mut c = Case::new(healthy()).electing();
+    assert!(matches!(c.step(), Step::Wait(w) if w.contains("to stop redis-server")));
+    c.now = t(200);
+    assert!(matches!(c.step(), Step::StopPod { .. }));
+    // Deleting: wait.
+    let c = Case::new(vec![
+        with_pod(dead(0), |p| p.deleting = true),
+        replica(1, 0, "A", 100),
+    ])
+    .electing();
+    assert!(matches!(c.step(), Step::Wait(w) if w.contains("pod demo-0 to stop")));
+    // Gone, or fenced with redis-server down: elect the most advanced replica.
+    for old in [
+        gone(0),
+        with_report(primary(0, "A", 100), |r| {
+            r.fenced = true;
+            r.boot = Boot::Waiting {
+                reason: "fenced".into(),
+            };
+        }),
+    ] {
+        let c = Case::new(vec![old, replica(1, 0, "A", 100), replica(2, 0, "A", 90)]).electing();
+        assert!(matches!(c.step(), Step::Elect { target, .. } if target == "demo-1"));
+    }
+}
+
+#[test]
+fn a_failover_with_nobody_to_promote_is_aborted_and_the_fence_lifted() {
+    let mut c = Case::new(vec![gone(0), replica(1, 0, "own", 100)]).electing();
+    assert!(matches!(c.step(), Step::Abort(_)));
+    // After the abort's status write: the operator's fence of the primary is released.
+    c.target = "demo-0";
+    assert_eq!(c.step(), Step::Release(vec!["demo-0".into()]));
+}
+
+#[test]
+fn promoting_moves_the_lease_promotes_points_the_leader_and_publishes_in_that_order() {
+    let list = || vec![gone(0), replica(1, 0, "A", 100), replica(2, 0, "A", 90)];
+    let mut c = Case::new(list()).electing();
+    c.target = "demo-1";
+    assert_eq!(
+        c.step(),
+        Step::MoveLease {
+            from: Some("demo-0".into()),
+            to: "demo-1".into()
+        }
+    );
+    c.lease = Some("demo-1");
+    assert_eq!(
+        c.step(),
+        Step::Promote {
+            target: "demo-1".into(),
+            ip: "10.0.0.1".into(),
+            request: PromoteRequest {
+                expected_replication_id: "A".into(),
+                min_offset: 100
+            }
+        }
+    );
+    c.members.0.insert(1, primary(1, "B", 100));
+    assert_eq!(c.step(), Step::PointLeader("demo-1".into()));
+    c.leader = Some("demo-1");
+    assert_eq!(c.step(), Step::Publish("demo-1".into()));
+}
+
+#[test]
+fn two_promotions_cannot_both_happen() {
+    let mut c = Case::new(vec![gone(0), primary(1, "B", 100), replica(2, 0, "A", 90)]).electing();
+    c.target = "demo-2";
+    c.lease = Some("demo-1");
+    assert!(
+        matches!(c.step(), Step::Wait(w) if w.contains("may have been promoted")),
+        "the Lease names a primary: no second promotion"
+    );
+    // The Lease names a replica that refused: it may move.
+    c.members.0.insert(1, replica(1, 0, "A", 100));
+    assert_eq!(
+        c.step(),
+        Step::MoveLease {
+            from: Some("demo-1".into()),
+            to: "demo-2".into()
+        }
+    );
+}
+
+#[test]
+fn a_refused_or_vanished_target_is_elected_again() {
+    let mut c = Case::new(vec![
+        gone(0),
+        replica(1, 0, "A", 100),
+        replica(2, 0, "A", 90),
+    ])
+    .electing();
+    c.target = "demo-1";
+    c.lease = Some("demo-1");
+    c.refused = Some(("demo-1", "replication ID is B"));
+    assert!(matches!(c.step(), Step::StartFailover(w) if w.contains("refused")));
+    c.refused = None;
+    c.members.0.insert(1, gone(1));
+    assert!(matches!(c.step(), Step::StartFailover(w) if w.contains("gone")));
+}
+
+#[test]
+fn the_old_primarys_fence_is_released_only_once_it_is_stopped_or_a_replica() {
+    let mut c = Case::new(vec![
+        with_report(primary(0, "A", 50), |r| r.fenced = true),
+        primary(1, "B", 100),
+        replica(2, 1, "B", 90),
+    ]);
+    c.current = "demo-1";
+    c.target = "demo-1";
+    c.lease = Some("demo-1");
+    c.leader = Some("demo-1");
+    c.fencing = fenced(&["demo-0"]);
+    c.operator_fenced = fenced(&["demo-0"]);
+    assert_eq!(
+        c.step(),
+        Step::Idle,
+        "still running as a primary: keep the fence"
+    );
+    c.members.0.insert(0, gone(0));
+    assert_eq!(c.step(), Step::Release(vec!["demo-0".into()]));
+    c.members.0.insert(0, replica(0, 1, "B", 90));
+    assert_eq!(c.step(), Step::Release(vec!["demo-0".into()]));
+}
+
+#[test]
+fn a_planned_switchover_checks_moves_the_lease_hands_over_and_publishes() {
+    let mut c = Case::new(healthy());
+    let req = Request {
+        target: "demo-1".into(),
+        reason: "rolling update".into(),
+    };
+    c.request = Some(req.clone());
+    assert_eq!(c.step(), Step::StartSwitchover(req));
+    c.request = None;
+    c.target = "demo-1";
+    assert_eq!(
+        c.step(),
+        Step::MoveLease {
+            from: Some("demo-0".into()),
+            to: "demo-1".into()
+        }
+    );
+    c.lease = Some("demo-1");
+    assert_eq!(
+        c.step(),
+        Step::HandOver {
+            from: "demo-0".into(),
+            from_ip: "10.0.0.0".into(),
+            target: "demo-1".into(),
+            target_ip: "10.0.0.1".into(),
+            timeout_ms: 30_000
+        }
+    );
+    c.members.0.insert(0, replica(0, 1, "B", 100));
+    c.members.0.insert(1, primary(1, "B", 100));
+    assert_eq!(c.step(), Step::PointLeader("demo-1".into()));
+    c.leader = Some("demo-1");
+    assert_eq!(c.step(), Step::Publish("demo-1".into()));
+}
+
+#[test]
+fn a_switchover_to_a_replica_out_of_sync_or_abandoned_by_redis_is_aborted() {
+    let mut c = Case::new(vec![
+        primary(0, "A", 100),
+        link_down(replica(1, 0, "A", 100), 3),
+        replica(2, 0, "A", 90),
+    ]);
+    c.target = "demo-1";
+    assert!(matches!(c.step(), Step::Abort(w) if w.contains("not a replica")));
+    let mut c = Case::new(healthy());
+    c.target = "demo-1";
+    c.lease = Some("demo-1");
+    c.refused = Some(("demo-0", "did not catch up"));
+    assert!(matches!(c.step(), Step::Abort(w) if w.contains("did not catch up")));
+}
+
+#[test]
+fn a_switchover_whose_old_primary_dies_becomes_a_failover() {
+    let mut c = Case::new(healthy()).primary_dead();
+    c.target = "demo-1";
+    c.lease = Some("demo-1");
+    assert!(matches!(c.step(), Step::StartFailover(w) if w.contains("during the switchover")));
+}
+
+#[test]
+fn the_lease_is_created_for_the_primary_and_moved_back_after_an_abort() {
+    let mut c = Case::new(healthy());
+    c.lease = None;
+    assert_eq!(
+        c.step(),
+        Step::MoveLease {
+            from: None,
+            to: "demo-0".into()
+        }
+    );
+    c.lease = Some("demo-1");
+    assert_eq!(
+        c.step(),
+        Step::MoveLease {
+            from: Some("demo-1".into()),
+            to: "demo-0".into()
+        }
+    );
+}
+
+#[test]
+fn streaks_count_bad_observations_and_reset_on_a_good_one() {
+    let s = Streak::default().observe(false, t(1)).observe(false, t(2));
+    assert_eq!((s.misses, s.since), (2, Some(t(1))));
+    assert_eq!(s.observe(true, t(3)), Streak::default());
+}

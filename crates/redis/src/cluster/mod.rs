@@ -1,0 +1,200 @@
+//! The RedisCluster controller.
+//!
+//! Contract of [`reconcile`]: one pass is this list of named steps, in the seed's order
+//! (global resources → secrets → services → status poll → status update → reachability →
+//! PVCs → pods), with the primary handoff between the status update and the reachability
+//! gate as upstream's failover is:
+//!
+//! 1. `ensure_global_resources`: the instance managers' ServiceAccount, Role and RoleBinding;
+//!    the PodDisruptionBudgets.
+//! 2. `ensure_secrets`: the generated auth Secret, the instance API's CA, serving certificate
+//!    and token; the resourceVersions of the referenced Secrets.
+//! 3. `ensure_services`: `-leader`, `-replica`, `-any`; the connection Secret.
+//! 4. `poll_instances`: every data pod's instance manager over HTTPS, at once.
+//! 5. `update_status`: the pods plan, phase, conditions and per-instance status (written only
+//!    when it differs).
+//! 6. `handle_primary`: failover, switchover, fencing and the Lease ([`handoff`]).
+//! 7. `finish_replica_promotion`: replica mode's `promote`, once the leader is a primary.
+//! 8. `check_reachability`: no disruption while a wanted instance does not answer.
+//! 9. `ensure_pvcs`: create, grow, recycle during maintenance.
+//! 10. `ensure_pods`: create, relabel, delete (hibernation, scale-down, rolling update).
+//!
+//! The pure decisions are [`handoff`], [`plan`] and [`status`]; the only writer is [`apply`].
+//! A converged cluster's pass makes no write: children are applied only when they differ,
+//! status only when more than volatile numbers changed, Events only when something is done.
+//! Passes requeue after the poll interval (the instances' state is polled, not watched), and
+//! every second while the primary is suspect or a handoff is under way.
+
+pub mod apply;
+pub mod build;
+pub mod facts;
+pub mod handoff;
+pub mod model;
+pub mod observe;
+pub mod plan;
+pub mod run;
+pub mod status;
+pub mod steps;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use kit::pipeline::Pipeline;
+use kit::reconcile::{Outcome, ReconcileError};
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use crate::context::{Context, Memory};
+use crate::crd::RedisCluster;
+use crate::instance_client::Instances;
+use facts::Members;
+use model::Model;
+use observe::{Caches, Observed};
+
+/// Requeue while something is in motion.
+pub const FAST: Duration = Duration::from_secs(1);
+
+/// One pass's working state, handed from step to step.
+pub struct Pass {
+    /// The operator context.
+    pub ctx: Arc<Context>,
+    /// The RedisCluster as last read or written.
+    pub rc: Arc<RedisCluster>,
+    /// Its validated model.
+    pub model: Model,
+    /// Its children.
+    pub seen: Observed,
+    /// The pass's clock.
+    pub now: Timestamp,
+    /// The instances (after `poll_instances`).
+    pub members: Members,
+    /// The cluster's instance API client (after `ensure_secrets`).
+    pub instances: Option<Arc<dyn Instances>>,
+    /// resourceVersions of the referenced Secrets.
+    pub secrets: BTreeMap<String, String>,
+    /// What blocks the cluster (a missing Secret), in words.
+    pub blocked: Option<String>,
+    /// The pods plan (after `update_status`).
+    pub plan: Option<plan::Plan>,
+    /// What the handoff does or waits for.
+    pub handoff: Option<String>,
+    /// What the cluster's passes remember.
+    pub memory: Memory,
+}
+
+impl Pass {
+    /// Replaces the cluster after a write that returned it (the status this pass computed is
+    /// kept: the returned object's may be older than what was just written).
+    pub fn refresh(&mut self, rc: RedisCluster) {
+        let status = self.model.status.clone();
+        if let Ok(m) = Model::of(&rc) {
+            self.model = Model { status, ..m };
+        }
+        self.rc = Arc::new(rc);
+    }
+
+    /// The writer of this pass.
+    pub fn writer(&self) -> apply::Writer<'_> {
+        apply::Writer::new(&self.ctx, &self.rc)
+    }
+}
+
+/// A failed pass.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A step failed.
+    #[error(transparent)]
+    Step(#[from] kit::pipeline::PipelineError),
+    /// The spec cannot be acted on.
+    #[error("invalid RedisCluster: {0}")]
+    Invalid(#[from] model::Invalid),
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::Step(e) => e.category(),
+            Error::Invalid(_) => "invalid_spec",
+        }
+    }
+
+    fn is_permanent(&self) -> bool {
+        matches!(self, Error::Invalid(_))
+    }
+}
+
+/// The steps, in order.
+pub fn pipeline() -> Pipeline<Pass> {
+    Pipeline::new()
+        .step(steps::ensure_global_resources::EnsureGlobalResources)
+        .step(steps::ensure_secrets::EnsureSecrets)
+        .step(steps::ensure_services::EnsureServices)
+        .step(steps::poll_instances::PollInstances)
+        .step(steps::update_status::UpdateStatus)
+        .step(steps::handle_primary::HandlePrimary)
+        .step(steps::finish_replica_promotion::FinishReplicaPromotion)
+        .step(steps::check_reachability::CheckReachability)
+        .step(steps::ensure_pvcs::EnsurePvcs)
+        .step(steps::ensure_pods::EnsurePods)
+}
+
+/// What [`reconcile`] gets.
+pub struct Reconciler {
+    /// The operator context.
+    pub ctx: Arc<Context>,
+    /// The watch caches.
+    pub caches: Caches,
+    /// The steps.
+    pub pipeline: Pipeline<Pass>,
+}
+
+/// One pass over `rc` (see the module contract).
+pub async fn reconcile(rc: Arc<RedisCluster>, r: Arc<Reconciler>) -> Result<Action, Error> {
+    let ctx = &r.ctx;
+    let uid = rc.uid().unwrap_or_default();
+    let ns = rc.namespace().unwrap_or_default();
+    if rc.metadata.deletion_timestamp.is_some() {
+        // Children go with their owner references; PVCs stay (upstream's policy).
+        ctx.forget(&uid);
+        ctx.metrics.forget(&ns, &rc.name_any());
+        ctx.backoff.forget(&*rc);
+        return Ok(Action::await_change());
+    }
+    r.caches.ready().await;
+    let started = Instant::now();
+    let model = match Model::of(&rc) {
+        Ok(m) => m,
+        Err(e) => {
+            steps::update_status::invalid(ctx, &rc, &e).await;
+            return Err(e.into());
+        }
+    };
+    let mut pass = Pass {
+        ctx: ctx.clone(),
+        seen: r.caches.observe(&model),
+        memory: ctx.memory(&uid),
+        model,
+        rc: rc.clone(),
+        now: Timestamp::now(),
+        members: Members::default(),
+        instances: None,
+        secrets: BTreeMap::new(),
+        blocked: None,
+        plan: None,
+        handoff: None,
+    };
+    let report = r.pipeline.run(&mut pass).await;
+    ctx.remember(&uid, pass.memory.clone());
+    ctx.metrics
+        .reconciled(&ns, &rc.name_any(), started.elapsed().as_secs_f64());
+    let outcome = report.into_result()?;
+    let poll = Outcome::RequeueAfter(ctx.settings.poll_interval);
+    Ok(ctx.backoff.succeeded(&*rc, outcome.sooner(poll)))
+}
+
+/// Retry policy: transient errors back off per object, an invalid spec waits for a change.
+pub fn error_policy(rc: Arc<RedisCluster>, err: &Error, r: Arc<Reconciler>) -> Action {
+    r.ctx.backoff.failed(&*rc, err)
+}

@@ -1,0 +1,303 @@
+//! The RedisCluster controller's objects on kwok nodes, where pods are scheduled and marked
+//! Running but nothing runs in them: what the operator creates and owns, the status it writes
+//! while no instance answers, scaling, and that a stable cluster costs it no write. The
+//! operator runs under its own ServiceAccount and RBAC (deploy/redis/rbac).
+
+mod operator;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use operator::Env;
+use redis::crd::{ClusterPhase, RedisCluster};
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(90);
+
+async fn names<K>(api: &Api<K>, selector: &str) -> Vec<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut n: Vec<String> = api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .filter(|o| o.meta().deletion_timestamp.is_none())
+        .map(|o| o.name_any())
+        .collect();
+    n.sort();
+    n
+}
+
+fn owned_by(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    rc: &RedisCluster,
+) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| Some(&o.uid) == rc.metadata.uid.as_ref() && o.controller == Some(true))
+}
+
+async fn pods_are(env: &Env, want: &[&str]) {
+    let api: Api<Pod> = env.api();
+    let want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+    testenv::eventually(&format!("pods {want:?}"), T, || async {
+        let got = names(&api, "redis.io/cluster=demo").await;
+        (got == want).then_some(())
+    })
+    .await
+    .expect("pods");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_creates_owns_and_scales_the_children() {
+    // Without leader election: its Lease renewals (a GET and an UPDATE every 2 s) are the only
+    // writes a converged operator makes, and they are not the cluster controller's.
+    let env = Env::start("rc-objects", &["--leader-elect=false"]).await;
+    env.create(
+        "demo",
+        json!({"instances": 3, "storage": {"size": "1Gi"}, "connectionSecret": {"name": "demo-conn"}}),
+    )
+    .await;
+    let rc = env
+        .wait("demo", T, |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.current_primary == "demo-0")
+        })
+        .await;
+    pods_are(&env, &["demo-0", "demo-1", "demo-2"]).await;
+
+    // Pods: owned, labelled by role, on the contract's template.
+    let pods: Api<Pod> = env.api();
+    for (name, role) in [
+        ("demo-0", "primary"),
+        ("demo-1", "replica"),
+        ("demo-2", "replica"),
+    ] {
+        let p = pods.get(name).await.expect("pod");
+        assert!(owned_by(&p.metadata, &rc), "{name} owned");
+        assert_eq!(p.labels()["redis.io/role"], role, "{name}");
+        assert_eq!(p.labels()["redis.io/instance"], name);
+        assert!(p.annotations().contains_key("redis.io/spec-hash"));
+        let spec = p.spec.expect("spec");
+        assert_eq!(spec.service_account_name.as_deref(), Some("demo"));
+        assert_eq!(spec.init_containers.expect("init")[0].name, "copy-manager");
+    }
+    // PVCs: one per instance, labelled, never owned (data outlives the cluster).
+    let pvcs: Api<PersistentVolumeClaim> = env.api();
+    assert_eq!(
+        names(&pvcs, "redis.io/cluster=demo").await,
+        ["demo-data-0", "demo-data-1", "demo-data-2"]
+    );
+    for p in pvcs.list(&ListParams::default()).await.expect("pvcs").items {
+        assert!(
+            p.metadata.owner_references.is_none(),
+            "{} not owned",
+            p.name_any()
+        );
+    }
+    // Services: the leader pinned to the primary by its instance label.
+    let services: Api<Service> = env.api();
+    let leader = services.get("demo-leader").await.expect("leader");
+    assert!(owned_by(&leader.metadata, &rc));
+    let sel = leader.spec.and_then(|s| s.selector).expect("selector");
+    assert_eq!(sel["redis.io/instance"], "demo-0");
+    for (svc, key, value) in [
+        ("demo-replica", "redis.io/role", "replica"),
+        ("demo-any", "redis.io/workload", "data"),
+    ] {
+        let s = services.get(svc).await.expect(svc);
+        assert!(owned_by(&s.metadata, &rc));
+        assert_eq!(
+            s.spec.and_then(|s| s.selector).expect("selector")[key],
+            value
+        );
+    }
+    // PDBs: CloudNativePG's split.
+    let pdbs: Api<PodDisruptionBudget> = env.api();
+    let min = |p: &PodDisruptionBudget| match p.spec.as_ref().and_then(|s| s.min_available.clone())
+    {
+        Some(IntOrString::Int(n)) => n,
+        other => panic!("{other:?}"),
+    };
+    let primary = pdbs.get("demo-primary").await.expect("primary pdb");
+    assert_eq!(min(&primary), 1);
+    assert!(owned_by(&primary.metadata, &rc));
+    assert_eq!(
+        min(&pdbs.get("demo-replicas").await.expect("replicas pdb")),
+        1
+    );
+    // The instance managers' identity, read-only, owned.
+    let sa: Api<ServiceAccount> = env.api();
+    assert!(owned_by(&sa.get("demo").await.expect("sa").metadata, &rc));
+    let role = env.api::<Role>().get("demo").await.expect("role");
+    assert!(owned_by(&role.metadata, &rc));
+    for rule in role.rules.expect("rules") {
+        assert!(
+            rule.verbs
+                .iter()
+                .all(|v| ["get", "list", "watch"].contains(&v.as_str()))
+        );
+    }
+    assert!(owned_by(
+        &env.api::<RoleBinding>()
+            .get("demo")
+            .await
+            .expect("rb")
+            .metadata,
+        &rc
+    ));
+    // Secrets: the generated password (and the spec pointing at it), the instance API's PKI
+    // and token, the connection Secret.
+    let secrets: Api<Secret> = env.api();
+    for s in [
+        "demo-auth",
+        "demo-instance-ca",
+        "demo-instance-tls",
+        "demo-instance-token",
+        "demo-conn",
+    ] {
+        let got = secrets.get(s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
+        assert!(owned_by(&got.metadata, &rc), "{s} owned");
+    }
+    let rc = env
+        .wait("demo", T, |c| {
+            c.spec
+                .auth_secret
+                .as_ref()
+                .is_some_and(|a| a.name == "demo-auth")
+        })
+        .await;
+    let conn = secrets.get("demo-conn").await.expect("conn");
+    let data: BTreeMap<String, String> = conn
+        .data
+        .expect("data")
+        .into_iter()
+        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+        .collect();
+    assert_eq!(data["host"], format!("demo-leader.{}.svc", env.ns.name));
+    assert!(data["url"].starts_with("redis://default:"));
+    // The primary Lease names the primary.
+    let lease = env.api::<Lease>().get("demo-primary").await.expect("lease");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("demo-0")
+    );
+    // Nothing answers on kwok: never Healthy, and the status says why.
+    let st = rc.status.clone().expect("status");
+    assert_ne!(st.phase, Some(ClusterPhase::Healthy));
+    assert!(!st.phase_reason.is_empty());
+    assert_eq!(
+        st.observed_generation,
+        rc.metadata.generation.unwrap_or_default()
+    );
+    assert!(
+        st.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "False")
+    );
+
+    // A stable cluster costs the operator no write: once it has settled (a 5 s window
+    // without writes), a 30 s window has none either.
+    operator::settled(&env.counts, T).await;
+    env.counts.reset();
+    tokio::time::sleep(Duration::from_secs(30)).await; // the measurement window itself
+    let by_verb = env.counts.by_verb();
+    assert_eq!(
+        env.counts.writes(),
+        0,
+        "writes of a stable cluster: {by_verb:?}"
+    );
+
+    // Scale up: the new ordinals, their PVCs and the replicas PDB follow.
+    env.clusters()
+        .patch(
+            "demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"instances": 5}})),
+        )
+        .await
+        .expect("scale up");
+    pods_are(&env, &["demo-0", "demo-1", "demo-2", "demo-3", "demo-4"]).await;
+    testenv::eventually("replicas PDB of 5", T, || async {
+        let p = pdbs.get("demo-replicas").await.ok()?;
+        (min(&p) == 3).then_some(())
+    })
+    .await
+    .expect("pdb");
+
+    // Scale down: the highest ordinals go, one at a time; their PVCs stay (dangling).
+    env.clusters()
+        .patch(
+            "demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"instances": 2}})),
+        )
+        .await
+        .expect("scale down");
+    pods_are(&env, &["demo-0", "demo-1"]).await;
+    let rc = env
+        .wait("demo", T, |c| {
+            c.status.as_ref().is_some_and(|s| s.dangling_pvc.len() == 3)
+        })
+        .await;
+    let st = rc.status.expect("status");
+    assert_eq!(
+        st.dangling_pvc,
+        ["demo-data-2", "demo-data-3", "demo-data-4"]
+    );
+    assert_eq!(st.current_primary, "demo-0");
+    testenv::eventually("no replicas PDB below 3 instances", T, || async {
+        pdbs.get_opt("demo-replicas")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("pdb gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_instance_gets_a_primary_and_only_the_primary_budget() {
+    let env = Env::start("rc-single", &[]).await;
+    env.create("one", json!({"storage": {"size": "1Gi"}})).await;
+    let rc = env
+        .wait("one", T, |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.current_primary == "one-0")
+        })
+        .await;
+    assert_eq!(rc.spec.instances, 1);
+    pods_are_named(&env, "one", &["one-0"]).await;
+    let pdbs: Api<PodDisruptionBudget> = env.api();
+    testenv::eventually("the primary PDB", T, || async {
+        pdbs.get_opt("one-primary").await.ok()?.map(|_| ())
+    })
+    .await
+    .expect("primary pdb");
+    assert!(pdbs.get_opt("one-replicas").await.expect("get").is_none());
+}
+
+async fn pods_are_named(env: &Env, cluster: &str, want: &[&str]) {
+    let api: Api<Pod> = env.api();
+    let want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+    let sel = format!("redis.io/cluster={cluster}");
+    testenv::eventually(&format!("pods {want:?}"), T, || async {
+        (names(&api, &sel).await == want).then_some(())
+    })
+    .await
+    .expect("pods");
+}
