@@ -43,6 +43,7 @@ pub fn run() -> anyhow::Result<()> {
     let admin = rt.block_on(testenv::plane::admin_client())?;
     redroid_demo(&rt, &admin)?;
     crate::demo_cocoon::run(&rt, &admin)?;
+    crate::demo_redis::run(&rt, &admin)?;
     println!("\nrun it all again with: cargo xtask demo   (stop the plane with: cargo xtask down)");
     Ok(())
 }

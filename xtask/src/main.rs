@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod demo_cocoon;
+mod demo_redis;
 mod demo_support;
 mod gen_crds;
 mod image;
