@@ -2,7 +2,8 @@
 //! `kubectl apply -k deploy/redroid`, run the real operator binary as its own ServiceAccount
 //! (so the demo runs under the hand-written RBAC, not as admin), apply the samples and show
 //! them converge; then the same for the cocoon operator ([`crate::demo_cocoon`]), then
-//! stellar across separate spaces ([`crate::demo_stellar`]).
+//! stellar across separate spaces ([`crate::demo_stellar`]), then a Redis cluster and its
+//! failover ([`crate::demo_redis`]).
 //!
 //! The Deployment's pods are faked by kwok (they cannot run our binary); the operator runs
 //! here as a child process instead, holding the leader Lease and watching only the demo
@@ -26,6 +27,23 @@ const INSTANCES: [&str; 2] = ["android-0", "android-1"];
 const ONE_SHOT_TASK: &str = "install-apps";
 
 pub fn run() -> anyhow::Result<()> {
+    let (rt, admin) = plane()?;
+    redroid_demo(&rt, &admin)?;
+    crate::demo_cocoon::run(&rt, &admin)?;
+    crate::demo_stellar::run()?;
+    crate::demo_redis::run(&rt, &admin)?;
+    println!("\nrun it all again with: cargo xtask demo   (stop the plane with: cargo xtask down)");
+    Ok(())
+}
+
+/// `cargo xtask demo --only redis`.
+pub fn redis_only() -> anyhow::Result<()> {
+    let (rt, admin) = plane()?;
+    crate::demo_redis::run(&rt, &admin)
+}
+
+/// Starts (or reuses) the plane: a runtime and an admin client for it.
+fn plane() -> anyhow::Result<(tokio::runtime::Runtime, kube::Client)> {
     let up = testenv::up()?;
     println!(
         "local control plane {} in {:.1?}",
@@ -37,16 +55,11 @@ pub fn run() -> anyhow::Result<()> {
         testenv::kubeconfig_path().display()
     );
     kubectl(&["get", "nodes", "-L", "topology.kubernetes.io/zone"])?;
-
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let admin = rt.block_on(testenv::plane::admin_client())?;
-    redroid_demo(&rt, &admin)?;
-    crate::demo_cocoon::run(&rt, &admin)?;
-    crate::demo_stellar::run()?;
-    println!("\nrun it all again with: cargo xtask demo   (stop the plane with: cargo xtask down)");
-    Ok(())
+    Ok((rt, admin))
 }
 
 fn redroid_demo(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result<()> {

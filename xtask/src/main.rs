@@ -20,6 +20,7 @@ use clap::{Parser, Subcommand};
 mod chaos;
 mod demo;
 mod demo_cocoon;
+mod demo_redis;
 mod demo_stellar;
 mod demo_support;
 mod gen_crds;
@@ -43,7 +44,7 @@ enum Cmd {
     Status,
     /// Start the plane and run Flotilla's main job on it, showing it converge.
     Demo {
-        /// Only this system's part (`stellar`).
+        /// Only this system's part (`stellar` or `redis`).
         #[arg(long)]
         only: Option<String>,
     },
@@ -150,7 +151,8 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Demo { only } => match only.as_deref() {
             None => demo::run(),
             Some("stellar") => demo_stellar::run(),
-            Some(other) => anyhow::bail!("no demo part {other:?} (known: stellar)"),
+            Some("redis") => demo::redis_only(),
+            Some(other) => anyhow::bail!("no demo part {other:?} (known: stellar, redis)"),
         },
         Cmd::Gen { check } => {
             gen_crds::run(check)?;

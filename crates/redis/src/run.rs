@@ -55,6 +55,13 @@ pub struct ControllerFlags {
     #[arg(long, env = "WATCH_NAMESPACES", default_value = "")]
     pub watch_namespaces: String,
 
+    /// Comma-separated controllers to run while leading (`rediscluster`, `redisbackup`,
+    /// `redisscheduledbackup`), as kube-controller-manager's `--controllers`; `*` runs them
+    /// all. One operator normally runs all three; a subset lets a test (or a split deployment)
+    /// run the backup controllers beside data pods it manages itself.
+    #[arg(long, env = "CONTROLLERS", default_value = "*")]
+    pub controllers: String,
+
     /// How long a RedisBackup may wait for an instance to take it, and then how long it may
     /// run, before it fails (a Go duration such as `1h` or `90s`).
     #[arg(long, env = "BACKUP_TIMEOUT", default_value = "1h", value_parser = parse_timeout)]
@@ -95,7 +102,31 @@ impl ControllerFlags {
             "--max-concurrent-reconciles must be at least 1, got {}",
             self.max_concurrent_reconciles
         );
+        self.enabled()?;
         Ok(())
+    }
+
+    /// The controllers `--controllers` names, or why it is wrong.
+    pub fn enabled(&self) -> anyhow::Result<Enabled> {
+        let mut on = Enabled::default();
+        for name in self.controllers.split(',').map(str::trim) {
+            match name {
+                "*" => {
+                    on = Enabled {
+                        cluster: true,
+                        backup: true,
+                        scheduled_backup: true,
+                    }
+                }
+                "rediscluster" => on.cluster = true,
+                "redisbackup" => on.backup = true,
+                "redisscheduledbackup" => on.scheduled_backup = true,
+                other => anyhow::bail!(
+                    "--controllers: unknown controller {other:?} (known: rediscluster, redisbackup, redisscheduledbackup, *)"
+                ),
+            }
+        }
+        Ok(on)
     }
 
     /// The namespaces to watch, or `None` for every namespace.
@@ -165,6 +196,7 @@ pub async fn run_with_client(
     let backups = BackupSettings {
         backup_timeout: flags.backup_timeout,
         concurrency: flags.max_concurrent_reconciles,
+        enabled: flags.enabled()?,
     };
     let (settings, namespaces) = (flags.settings(), flags.namespaces());
     let run = move |rc| controllers(rc, settings, namespaces, backups, metrics);
@@ -188,11 +220,23 @@ pub async fn run_with_client(
     served.and(ran)
 }
 
+/// Which controllers run while leading.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Enabled {
+    /// RedisCluster.
+    pub cluster: bool,
+    /// RedisBackup.
+    pub backup: bool,
+    /// RedisScheduledBackup.
+    pub scheduled_backup: bool,
+}
+
 // What the backup controllers are built with.
 #[derive(Clone, Copy, Debug)]
 struct BackupSettings {
     backup_timeout: Duration,
     concurrency: usize,
+    enabled: Enabled,
 }
 
 // The controllers, while leading, per watched namespace (or one of each over every
@@ -226,23 +270,21 @@ async fn controllers(
         None => vec![None],
     };
     let mut runs = Vec::new();
+    let on = backups.enabled;
     for ns in scopes {
-        runs.push(tokio::spawn(crate::cluster::run::run(
-            ctx.clone(),
-            rc.clone(),
-            ns.clone(),
-        )));
-        runs.push(tokio::spawn(crate::backup::run(
-            shared.clone(),
-            rc.clone(),
-            ns.clone(),
-            backups.concurrency,
-        )));
-        runs.push(tokio::spawn(crate::scheduled_backup::run(
-            shared.clone(),
-            rc.clone(),
-            ns,
-        )));
+        if on.cluster {
+            let run = crate::cluster::run::run(ctx.clone(), rc.clone(), ns.clone());
+            runs.push(tokio::spawn(run));
+        }
+        if on.backup {
+            let run =
+                crate::backup::run(shared.clone(), rc.clone(), ns.clone(), backups.concurrency);
+            runs.push(tokio::spawn(run));
+        }
+        if on.scheduled_backup {
+            let run = crate::scheduled_backup::run(shared.clone(), rc.clone(), ns);
+            runs.push(tokio::spawn(run));
+        }
     }
     let results =
         futures::future::try_join_all(runs.into_iter().map(|h| async move { h.await? })).await;
@@ -254,6 +296,30 @@ async fn controllers(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn controllers_flag_names_a_subset_or_all() {
+        let enabled = |v: &str| {
+            parse(&["--controllers", v])
+                .enabled()
+                .map_err(|e| e.to_string())
+        };
+        let all = Enabled {
+            cluster: true,
+            backup: true,
+            scheduled_backup: true,
+        };
+        assert_eq!(enabled("*"), Ok(all));
+        assert_eq!(
+            enabled("redisbackup, redisscheduledbackup"),
+            Ok(Enabled {
+                cluster: false,
+                ..all
+            })
+        );
+        let err = enabled("rediscluster,backups").unwrap_err();
+        assert!(err.contains("unknown controller \"backups\""), "{err}");
+    }
     use clap::Parser;
 
     use super::*;

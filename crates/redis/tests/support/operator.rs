@@ -50,6 +50,9 @@ impl Operator {
             "--leader-elect=false",
             "--webhook-enabled=false",
             "--probe-addr=127.0.0.1:0",
+            // These tests make the data pods themselves (the instance-manager contract): the
+            // RedisCluster controller would replace them.
+            "--controllers=redisbackup,redisscheduledbackup",
             &metrics,
             &watch,
         ];

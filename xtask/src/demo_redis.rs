@@ -1,0 +1,270 @@
+//! The redis part of `cargo xtask demo`: install the operator with `kubectl apply -k
+//! deploy/redis`, run the real `redis-operator controller` as its own ServiceAccount, bring up
+//! the sample RedisCluster `cache` (a primary and two replicas, real `redis-server` processes
+//! in pods on the plane's process-backed nodes, each under this build's instance manager), then
+//! kill the primary's container and show the failover: a synced replica promoted, the cluster
+//! Healthy again, the old primary back as a replica.
+//!
+//! - The operator runs here as a child process under the `redis-operator-system/redis-operator`
+//!   token, watching only the demo namespace. Its admission webhooks are served on a loopback
+//!   port: the install is rendered with `kubectl kustomize deploy/redis` and, before it is
+//!   applied, its two webhook configurations are pointed at that port by URL and scoped to the
+//!   demo namespace (the API server cannot dial Service addresses here, and tests share the
+//!   plane), and the kwok-faked Deployment gets 0 replicas so nothing pretends to serve them.
+//! - The data pods run on the process-backed nodes (`--pods-on-process-nodes` adds their
+//!   toleration); the instance manager's image `ghcr.io/flotilla/redis-operator` resolves there
+//!   to the binary built here.
+//! - Only the RedisCluster sample is applied: the backup samples name an Azure account, which
+//!   the demo must not dial. A previous run's cluster is deleted first.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use kube::api::{Api, DeleteParams};
+use redis::crd::{ClusterPhase, RedisCluster};
+use serde_json::json;
+
+use crate::demo_support::{
+    Process, build_binary, deploy_dir, ensure_namespace, poll, service_account_kubeconfig,
+};
+use crate::kubectl;
+
+const OPERATOR_NAMESPACE: &str = "redis-operator-system";
+const OPERATOR_SA: &str = "redis-operator";
+const DEMO_NAMESPACE: &str = "redis-demo";
+const CLUSTER: &str = "cache";
+const VALIDATING: &str = "redis-operator-validating-webhook";
+const MUTATING: &str = "redis-operator-mutating-webhook";
+
+/// Runs the redis demo on the (running) plane.
+pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result<()> {
+    let deploy = deploy_dir("redis");
+    let webhook_port = testenv::process::free_port()?;
+    println!(
+        "\n==> redis: installing the operator: kubectl apply -k deploy/redis (its webhooks pointed at 127.0.0.1:{webhook_port}, for {DEMO_NAMESPACE} only)"
+    );
+    let mut objs = testenv::kustomize::render(&deploy)?;
+    for o in &mut objs {
+        adapt(o, webhook_port);
+    }
+    rt.block_on(testenv::kustomize::apply_all(admin, &objs, "flotilla-demo"))?;
+    kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/redisclusters.redis.io",
+        "crd/redisbackups.redis.io",
+        "crd/redisscheduledbackups.redis.io",
+    ])?;
+    ensure_namespace(DEMO_NAMESPACE)?;
+
+    let kubeconfig = service_account_kubeconfig(rt, admin, OPERATOR_NAMESPACE, OPERATOR_SA)?;
+    println!("\n==> redis: building the operator: cargo build -p redis --bin redis-operator");
+    let binary = build_binary("redis", "redis-operator")?;
+    let mut operator = start_operator(&binary, &kubeconfig, webhook_port)?;
+
+    let clusters: Api<RedisCluster> = Api::namespaced(admin.clone(), DEMO_NAMESPACE);
+    if rt
+        .block_on(clusters.get_opt(CLUSTER))?
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+    {
+        println!("deleting the previous run's RedisCluster {CLUSTER}");
+        rt.block_on(clusters.delete(CLUSTER, &DeleteParams::default()))?;
+    }
+    rt.block_on(poll(
+        "the previous run's cluster to be gone",
+        &mut [&mut operator],
+        || async { Ok(clusters.get_opt(CLUSTER).await?.is_none()) },
+    ))?;
+    // The webhook must be serving before the first create: the configurations fail closed.
+    rt.block_on(poll(
+        "the operator's webhook to serve",
+        &mut [&mut operator],
+        || async { Ok(webhooks_have_ca(admin).await) },
+    ))?;
+
+    println!(
+        "\n==> redis: applying the sample: kubectl -n {DEMO_NAMESPACE} apply -f deploy/redis/samples/rediscluster-cache.yaml"
+    );
+    kubectl(&[
+        "-n",
+        DEMO_NAMESPACE,
+        "apply",
+        "-f",
+        &deploy
+            .join("samples/rediscluster-cache.yaml")
+            .display()
+            .to_string(),
+    ])?;
+    let started = Instant::now();
+    let first = rt.block_on(healthy(&clusters, &mut operator, None))?;
+    println!(
+        "RedisCluster {CLUSTER} Healthy in {:.1?}: primary {first}, 3 instances ready",
+        started.elapsed()
+    );
+    show()?;
+
+    println!("\n==> redis: killing the primary {first}'s container (SIGKILL to its PID 1)");
+    let killed = Instant::now();
+    rt.block_on(testenv::procnode::signal(
+        admin,
+        DEMO_NAMESPACE,
+        &first,
+        "redis",
+        nix::sys::signal::Signal::SIGKILL,
+    ))?;
+    let second = rt.block_on(healthy(&clusters, &mut operator, Some(&first)))?;
+    println!(
+        "failed over in {:.1?}: {second} is the primary, the cluster is Healthy again",
+        killed.elapsed()
+    );
+    rt.block_on(old_primary_replicates(&clusters, &mut operator, &first))?;
+    println!("{first} is back, as a replica of {second}");
+    show()?;
+
+    drop(operator);
+    println!(
+        "\nthe operator was stopped; the redis pods keep running. Run it again with:\n  KUBECONFIG={} {} controller --watch-namespaces={DEMO_NAMESPACE} --pods-on-process-nodes --webhook-bind-address=127.0.0.1:{webhook_port} --webhook-hosts=127.0.0.1",
+        kubeconfig.display(),
+        binary.display()
+    );
+    Ok(())
+}
+
+fn show() -> anyhow::Result<()> {
+    println!();
+    kubectl(&[
+        "-n",
+        DEMO_NAMESPACE,
+        "get",
+        "redisclusters,pods,pvc,services",
+        "-o",
+        "wide",
+    ])
+}
+
+/// What only this demo changes in the install, before it is applied: the kwok-faked
+/// Deployment has no replicas (the operator runs here), and each webhook is served at
+/// `https://127.0.0.1:<port>` and asked only about the demo namespace, so the plane's other
+/// users (tests) are never sent to it (the operator keeps the caBundle current).
+fn adapt(o: &mut kube::api::DynamicObject, port: u16) {
+    let kind = o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
+    match kind.as_str() {
+        "Deployment" => o.data["spec"]["replicas"] = 0.into(),
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            let Some(hooks) = o.data["webhooks"].as_array_mut() else {
+                return;
+            };
+            for w in hooks {
+                let path = w["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                w["clientConfig"] = json!({"url": format!("https://127.0.0.1:{port}{path}")});
+                w["namespaceSelector"] =
+                    json!({"matchLabels": {"kubernetes.io/metadata.name": DEMO_NAMESPACE}});
+            }
+        }
+        _ => {}
+    }
+}
+
+async fn webhooks_have_ca(admin: &kube::Client) -> bool {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    let v: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    let m: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+    let v_ok = v.get_opt(VALIDATING).await.ok().flatten().is_some_and(|c| {
+        let hooks = c.webhooks.unwrap_or_default();
+        !hooks.is_empty() && hooks.iter().all(|w| w.client_config.ca_bundle.is_some())
+    });
+    let m_ok = m.get_opt(MUTATING).await.ok().flatten().is_some_and(|c| {
+        let hooks = c.webhooks.unwrap_or_default();
+        !hooks.is_empty() && hooks.iter().all(|w| w.client_config.ca_bundle.is_some())
+    });
+    v_ok && m_ok
+}
+
+fn start_operator(binary: &Path, kubeconfig: &Path, webhook_port: u16) -> anyhow::Result<Process> {
+    let free = || -> anyhow::Result<String> {
+        Ok(format!("127.0.0.1:{}", testenv::process::free_port()?))
+    };
+    let (metrics, probes) = (free()?, free()?);
+    let mut cmd = Command::new(binary);
+    cmd.arg("controller")
+        .arg(format!("--operator-namespace={OPERATOR_NAMESPACE}"))
+        .arg(format!("--watch-namespaces={DEMO_NAMESPACE}"))
+        .arg("--pods-on-process-nodes")
+        .arg(format!("--webhook-bind-address=127.0.0.1:{webhook_port}"))
+        .arg("--webhook-hosts=127.0.0.1")
+        .arg(format!("--metrics-addr={metrics}"))
+        .arg(format!("--probe-addr={probes}"))
+        .env("KUBECONFIG", kubeconfig);
+    let process = Process::spawn("redis-operator", cmd)?;
+    println!(
+        "operator running as serviceaccount {OPERATOR_NAMESPACE}/{OPERATOR_SA} (pid {}), logs: {}",
+        process.pid(),
+        process.log.display()
+    );
+    println!(
+        "  metrics http://{metrics}/metrics, probes http://{probes}/readyz, webhooks https://127.0.0.1:{webhook_port}"
+    );
+    Ok(process)
+}
+
+/// Waits until the cluster is Healthy with every instance ready and a primary other than
+/// `not`; returns the primary.
+async fn healthy(
+    clusters: &Api<RedisCluster>,
+    operator: &mut Process,
+    not: Option<&str>,
+) -> anyhow::Result<String> {
+    let primary = std::cell::RefCell::new(String::new());
+    poll(
+        "the RedisCluster to be Healthy",
+        &mut [operator],
+        || async {
+            let Some(c) = clusters.get_opt(CLUSTER).await? else {
+                return Ok(false);
+            };
+            let want = c.spec.instances;
+            let Some(s) = c.status else {
+                return Ok(false);
+            };
+            let ok = s.phase == Some(ClusterPhase::Healthy)
+                && s.ready_instances == want
+                && !s.current_primary.is_empty()
+                && Some(s.current_primary.as_str()) != not;
+            if ok {
+                *primary.borrow_mut() = s.current_primary;
+            }
+            Ok(ok)
+        },
+    )
+    .await?;
+    Ok(primary.into_inner())
+}
+
+/// Waits until `old` reports again, Ready and a replica with its link up.
+async fn old_primary_replicates(
+    clusters: &Api<RedisCluster>,
+    operator: &mut Process,
+    old: &str,
+) -> anyhow::Result<()> {
+    poll(
+        "the old primary to come back as a replica",
+        &mut [operator],
+        || async {
+            let replica = clusters
+                .get_opt(CLUSTER)
+                .await?
+                .and_then(|c| c.status)
+                .and_then(|s| s.instances_status.get(old).cloned())
+                .is_some_and(|i| i.ready && i.role == "slave" && i.master_link_status == "up");
+            Ok(replica)
+        },
+    )
+    .await
+}
