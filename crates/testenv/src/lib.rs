@@ -6,6 +6,7 @@
 //! 127.0.0.1 and pods get 127.1.x.y addresses. See `docs/testenv.md`.
 
 pub mod admission;
+pub mod bench;
 pub mod chaos;
 pub mod deployed;
 pub mod identity;
@@ -24,6 +25,6 @@ pub use identity::{service_account_client, service_account_token, write_kubeconf
 pub use plane::{Up, down, kubeconfig_path, status, up};
 pub use support::{
     RequestCounts, TestNamespace, bound_claim, client, counting_client, ensure_plane, eventually,
-    install_crd, list_labelled, verb_of, wait_deleted, wait_for,
+    install_crd, list_labelled, resource_of, verb_of, wait_deleted, wait_for,
 };
 pub use versions::Versions;

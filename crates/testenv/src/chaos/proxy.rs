@@ -18,6 +18,9 @@
 //!   expired resourceVersion.
 //! - [`FaultProxy::set_rates`] changes the rates of a running proxy (a scenario can stop
 //!   injecting before it checks convergence).
+//! - Every request is also counted by verb and resource ([`FaultProxy::request_counts`]), so a
+//!   benchmark can count what an operator running as its own process asks of the API server
+//!   (with [`Rates::none`] the proxy only forwards and counts).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -60,6 +63,7 @@ struct Shared {
     plan: Mutex<Plan>,
     next: AtomicU64,
     log: Mutex<Vec<FaultRecord>>,
+    counts: crate::RequestCounts,
     upstream: Upstream,
     api: String,
 }
@@ -91,6 +95,7 @@ impl FaultProxy {
             plan: Mutex::new(plan),
             next: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
+            counts: crate::RequestCounts::default(),
             upstream,
             api: format!("https://127.0.0.1:{}", state.api_port),
         });
@@ -131,6 +136,11 @@ impl FaultProxy {
     /// Requests seen so far.
     pub fn requests(&self) -> u64 {
         self.shared.next.load(Ordering::Relaxed)
+    }
+
+    /// Requests seen so far by verb and resource; resetting it starts a new count.
+    pub fn request_counts(&self) -> crate::RequestCounts {
+        self.shared.counts.clone()
     }
 }
 
@@ -209,6 +219,7 @@ struct Reset;
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Reset> {
     let n = shared.next.fetch_add(1, Ordering::Relaxed);
+    shared.counts.record_request(req.method(), req.uri());
     let class = classify(req.method(), req.uri().query());
     let (fault, seed) = {
         let plan = lock(&shared.plan);
