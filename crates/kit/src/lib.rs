@@ -20,6 +20,8 @@ pub mod flags;
 pub mod forbidden;
 /// HTTP /healthz, /readyz and /metrics endpoints.
 pub mod health;
+/// A reflector store with secondary indexes kept by the same watch events.
+pub mod index;
 /// Leader election on a coordination.k8s.io Lease; controllers run only while leading.
 pub mod leader;
 /// Prometheus registry with controller-runtime's metric names and labels.

@@ -887,3 +887,59 @@ async fn an_instance_without_spec_is_reported_invalid_and_others_still_run() {
         "no Service either"
     );
 }
+
+// Issue 13: the operator deletes a deleted instance's Pod itself, not leaving it to the
+// garbage collector (whose request budget is shared with the whole cluster), and with no
+// finalizer: the instance is gone at once. To tell the two apart, the Pod gets a second
+// owner that stays: the garbage collector then only drops the dangling reference and keeps
+// the Pod, so only the operator can be the one deleting it.
+#[tokio::test]
+async fn deleting_an_instance_deletes_its_pod_without_a_finalizer() {
+    let env = Env::new("ri-delete").await;
+    env.create("a", json!({"index": 0})).await;
+    let pod = env
+        .wait_phase("a", InstancePhase::Running)
+        .await
+        .status
+        .and_then(|s| s.pod_name)
+        .expect("pod");
+    let keeper: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "keeper"}})).expect("configmap");
+    let keeper = Api::namespaced(env.client.clone(), &env.ns.name)
+        .create(&PostParams::default(), &keeper)
+        .await
+        .expect("create keeper");
+    let mut owners = env
+        .pods()
+        .get(&pod)
+        .await
+        .expect("pod")
+        .owner_references()
+        .to_vec();
+    owners.push(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "keeper".into(),
+            uid: keeper.uid().expect("uid"),
+            ..Default::default()
+        },
+    );
+    let p = Patch::Merge(json!({"metadata": {"ownerReferences": owners}}));
+    env.pods()
+        .patch(&pod, &PatchParams::default(), &p)
+        .await
+        .expect("second owner");
+    let inst = env.instances().get("a").await.expect("instance");
+    assert!(inst.finalizers().is_empty(), "{:?}", inst.finalizers());
+    env.instances()
+        .delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    testenv::wait_deleted(&env.instances(), "a", T)
+        .await
+        .expect("instance gone");
+    testenv::wait_deleted(&env.pods(), &pod, T)
+        .await
+        .expect("the operator deleted the Pod");
+}

@@ -7,6 +7,7 @@
 
 pub mod admission;
 pub mod azurite;
+pub mod bench;
 pub mod chaos;
 pub mod deployed;
 pub mod identity;
@@ -26,6 +27,7 @@ pub use identity::{service_account_client, service_account_token, write_kubeconf
 pub use plane::{Up, down, kubeconfig_path, status, up};
 pub use support::{
     RequestCounts, TestNamespace, bound_claim, client, counting, counting_client, ensure_plane,
-    eventually, install_crd, list_labelled, start_up_error, verb_of, wait_deleted, wait_for,
+    eventually, install_crd, list_labelled, resource_of, start_up_error, verb_of, wait_deleted,
+    wait_for,
 };
 pub use versions::Versions;

@@ -46,22 +46,43 @@ pub async fn client() -> Client {
         .expect("admin client for the local plane")
 }
 
-/// Requests seen by a [`counting_client`], by verb.
+/// Requests seen by a [`counting_client`] (or a counting proxy), by verb and by verb and
+/// resource.
 #[derive(Clone, Default, Debug)]
-pub struct RequestCounts(Arc<Mutex<BTreeMap<String, u64>>>);
+pub struct RequestCounts(Arc<Mutex<Counted>>);
+
+#[derive(Default, Debug)]
+struct Counted {
+    verbs: BTreeMap<String, u64>,
+    resources: BTreeMap<String, u64>,
+}
 
 impl RequestCounts {
+    #[cfg(test)]
     fn record(&self, verb: &str) {
-        *self
-            .0
+        *self.lock().verbs.entry(verb.to_string()).or_default() += 1;
+    }
+    /// Counts one request by its method and URI: its verb ([`verb_of`]) and its verb and
+    /// resource ([`resource_of`]).
+    pub fn record_request(&self, method: &http::Method, uri: &http::Uri) {
+        let verb = verb_of(method, uri);
+        let mut c = self.lock();
+        *c.verbs.entry(verb.to_string()).or_default() += 1;
+        let key = format!("{verb} {}", resource_of(uri.path()));
+        *c.resources.entry(key).or_default() += 1;
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counted> {
+        self.0
             .lock()
-            .expect("counts lock")
-            .entry(verb.to_string())
-            .or_default() += 1;
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
     /// Counts by verb: get, list, watch, create, update, patch, delete, deletecollection.
     pub fn by_verb(&self) -> BTreeMap<String, u64> {
-        self.0.lock().expect("counts lock").clone()
+        self.lock().verbs.clone()
+    }
+    /// Counts by `"<verb> <resource>"`, e.g. `"list pods"`, `"patch redroidinstances/status"`.
+    pub fn by_resource(&self) -> BTreeMap<String, u64> {
+        self.lock().resources.clone()
     }
     /// Requests that change something: create, update, patch, delete, deletecollection.
     pub fn writes(&self) -> u64 {
@@ -75,9 +96,39 @@ impl RequestCounts {
     pub fn total(&self) -> u64 {
         self.by_verb().values().sum()
     }
+    /// An independent copy of the counts so far.
+    pub fn snapshot(&self) -> RequestCounts {
+        let c = self.lock();
+        RequestCounts(Arc::new(Mutex::new(Counted {
+            verbs: c.verbs.clone(),
+            resources: c.resources.clone(),
+        })))
+    }
     /// Forgets everything counted so far.
     pub fn reset(&self) {
-        self.0.lock().expect("counts lock").clear();
+        let mut c = self.lock();
+        c.verbs.clear();
+        c.resources.clear();
+    }
+}
+
+/// The resource (and subresource) a request path names: `pods`, `pods/status`,
+/// `redroidinstances`, `namespaces`; `-` for a path that names none (`/version`, `/apis`).
+pub fn resource_of(path: &str) -> String {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segs.first() {
+        Some(&"api") => &segs[2.min(segs.len())..],
+        Some(&"apis") => &segs[3.min(segs.len())..],
+        _ => return "-".into(),
+    };
+    let rest = match rest {
+        ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
+        other => other,
+    };
+    match rest {
+        [] => "-".into(),
+        [resource] | [resource, _] => (*resource).to_owned(),
+        [resource, _, sub, ..] => format!("{resource}/{sub}"),
     }
 }
 
@@ -130,7 +181,7 @@ pub fn counting(cfg: kube::Config) -> anyhow::Result<(Client, RequestCounts)> {
     let counts = RequestCounts::default();
     let c = counts.clone();
     let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
-        c.record(verb_of(req.method(), req.uri()));
+        c.record_request(req.method(), req.uri());
         req
     });
     let client = kube::client::ClientBuilder::try_from(cfg)?
@@ -379,6 +430,25 @@ mod tests {
     }
 
     #[test]
+    fn resources_name_the_kind_and_subresource() {
+        assert_eq!(resource_of("/api/v1/namespaces/a/pods"), "pods");
+        assert_eq!(resource_of("/api/v1/namespaces/a/pods/p"), "pods");
+        assert_eq!(
+            resource_of("/api/v1/namespaces/a/pods/p/status"),
+            "pods/status"
+        );
+        assert_eq!(resource_of("/api/v1/pods"), "pods");
+        assert_eq!(resource_of("/api/v1/namespaces"), "namespaces");
+        assert_eq!(resource_of("/api/v1/namespaces/a"), "namespaces");
+        assert_eq!(
+            resource_of("/apis/redroid.isning.moe/v1alpha1/namespaces/a/redroidinstances/i/status"),
+            "redroidinstances/status"
+        );
+        assert_eq!(resource_of("/version"), "-");
+        assert_eq!(resource_of("/apis"), "-");
+    }
+
+    #[test]
     fn counts_separate_reads_from_writes() {
         let c = RequestCounts::default();
         for v in ["get", "list", "watch", "patch", "create", "get"] {
@@ -387,6 +457,12 @@ mod tests {
         assert_eq!(c.writes(), 2);
         assert_eq!(c.total(), 6);
         assert_eq!(c.by_verb()["get"], 2);
+        c.record_request(
+            &http::Method::GET,
+            &"/api/v1/namespaces/a/pods".parse().unwrap(),
+        );
+        assert_eq!(c.by_resource()["list pods"], 1);
+        assert_eq!(c.total(), 7);
         c.reset();
         assert_eq!(c.total(), 0);
     }

@@ -2,17 +2,26 @@
 //! (server-side apply, only when it differs), expired overrides, the legacy finalizer, and
 //! Events.
 //!
+//! A deleted instance's Pods ([`delete_pods_of_deleted`]) are deleted as soon as the
+//! deletion is seen, without a finalizer: the instance is gone at once, and if the operator
+//! misses the deletion (down, or a Pod not yet cached) the garbage collector still removes
+//! them through their owner reference.
+//!
 //! Contract: every function writes only when there is something to change; a converged
 //! instance passes through here without a single request. Every write it makes is logged at
 //! info with the instance's namespace and name (and the Pod or Service), so the operator's log
 //! says what it did; a pass that writes nothing logs nothing here.
 
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::build::service::up_to_date;
+use super::cache::{self, Key};
 use super::validate::{Expired, PodStep};
 use crate::context::Context;
 use crate::crd::RedroidInstance;
@@ -324,4 +333,57 @@ pub async fn service(
         "applied Service"
     );
     Ok(())
+}
+
+/// Pod deletions of deleted instances in flight at once.
+pub const DELETE_CONCURRENCY: usize = 16;
+
+/// Deletes the Pods each deleted instance controlled (by the owner index of the Pod cache),
+/// [`DELETE_CONCURRENCY`] at a time, until `deleted` ends. Each delete carries the Pod's uid
+/// as a precondition, so a Pod of the same name created since for a new instance is never
+/// touched; a Pod already gone or replaced is skipped, and a failure is logged and left to
+/// the garbage collector.
+pub async fn delete_pods_of_deleted(
+    ctx: Arc<Context>,
+    pods: cache::Pods,
+    deleted: impl Stream<Item = RedroidInstance>,
+) {
+    let doomed = deleted.flat_map(move |inst| {
+        let owned = inst.uid().map(|uid| pods.get(&Key::Owner(uid)));
+        let owned = owned.unwrap_or_default().into_iter();
+        futures::stream::iter(owned.map(move |pod| (inst.name_any(), pod)))
+    });
+    doomed
+        .for_each_concurrent(DELETE_CONCURRENCY, |(instance, pod)| {
+            let client = ctx.client.clone();
+            async move { delete_owned(client, &instance, &pod).await }
+        })
+        .await;
+}
+
+async fn delete_owned(client: kube::Client, instance: &str, pod: &Pod) {
+    let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+    if pod.meta().deletion_timestamp.is_some() {
+        return;
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: pod.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match Api::<Pod>::namespaced(client, &ns)
+        .delete(&name, &params)
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(namespace = %ns, name = %instance, pod = %name, "deleted Pod of deleted instance")
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+        Err(error) => tracing::warn!(
+            namespace = %ns, name = %instance, pod = %name, %error,
+            "could not delete Pod of deleted instance; the garbage collector will"
+        ),
+    }
 }

@@ -15,6 +15,7 @@
 
 pub mod apply;
 pub mod build;
+pub mod cache;
 pub mod observe;
 pub mod status;
 pub mod validate;
@@ -32,7 +33,7 @@ use kit::controller::{ControllerSettings, RunContext, run_controller};
 use kit::reconcile::{Outcome, ReconcileError};
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
@@ -227,9 +228,11 @@ pub fn error_policy(inst: Arc<RedroidInstance>, err: &Error, r: Arc<Reconciler>)
 /// `namespace` (cluster-wide when `None`), their Pods and Services, instances whose data
 /// conflict (each other's changes wake them) and data-sidecar task pods (DataInUse).
 ///
-/// Every watch feeds a reflector whose store the reconciler reads ([`Caches`]), and every
-/// trigger is derived from an event only after that store has applied it: a blocked instance
-/// woken by its peer's deletion re-reads a store that no longer holds the peer.
+/// Every watch feeds an indexed reflector ([`cache`]) whose store the reconciler reads
+/// ([`Caches`]), and every trigger is derived from an event only after that store and its
+/// indexes have applied it: a blocked instance woken by its peer's deletion re-reads a store
+/// that no longer holds the peer. A deleted instance's Pods are deleted right away
+/// ([`apply::delete_pods_of_deleted`]); garbage collection remains the backstop.
 pub async fn run(
     ctx: Arc<Context>,
     rc: RunContext,
@@ -237,66 +240,78 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let ns = namespace.as_deref();
     let client = &ctx.client;
-    let (instances, writer) = reflector::store();
+    let (instances, writer) = kit::index::store(cache::instance_keys);
     // Wake-ups of other instances, sent after the store applied the change that caused them.
     let (wake, woken) = futures::channel::mpsc::unbounded();
+    // Deleted instances, whose Pods go without waiting for the garbage collector.
+    let (gone, deleted) = futures::channel::mpsc::unbounded();
     let mapper = instances.clone();
-    let instance_events = watcher(
+    let watch = watcher(
         kit::events::scoped::<RedroidInstance>(client, ns),
         watcher::Config::default(),
     )
     .default_backoff()
-    .reflect(writer)
-    .inspect_ok(move |event| {
-        for r in wakes(&mapper, event) {
-            let _ = wake.unbounded_send(r);
-        }
-    })
-    .applied_objects();
+    .modify(cache::slim_instance);
+    let instance_events = kit::index::reflect(writer, watch)
+        .inspect_ok(move |event| {
+            for r in wakes(&mapper, event) {
+                let _ = wake.unbounded_send(r);
+            }
+            if let watcher::Event::Delete(i) = event {
+                let _ = gone.unbounded_send(i.clone());
+            }
+        })
+        .applied_objects();
     // Every Pod labelled with an instance: its own (and upstream) Pods, task pods, sidecars.
     let pods_config = watcher::Config::default().labels(names::INSTANCE_LABEL);
-    // managedFields are most of a cached Pod's size and nothing reads them; the Service
-    // builder does read them (which annotations we applied), so Services keep theirs.
-    let (pods, pod_events) = cached(kit::events::scoped::<Pod>(client, ns), pods_config, |p| {
-        p.managed_fields_mut().clear()
-    });
+    let (pods, pod_events) = cached(
+        kit::events::scoped::<Pod>(client, ns),
+        pods_config,
+        cache::pod_keys,
+        cache::slim_pod,
+    );
     let managed = format!("{}={}", names::MANAGED_BY_LABEL, names::MANAGED_BY);
     let services_config = watcher::Config::default().labels(&managed);
     let (services, service_events) = cached(
         kit::events::scoped::<Service>(client, ns),
         services_config,
-        |_| {},
+        |_| Vec::new(),
+        cache::slim_service,
     );
     let pod_mapper = instances.clone();
-    let controller = Controller::for_stream(instance_events, instances.clone())
+    let controller = Controller::for_stream(instance_events, instances.store().clone())
         .watches_stream(pod_events, move |pod| pod_triggers(&pod_mapper, &pod))
         .owns_stream(service_events)
         .reconcile_on(woken);
+    let cleanup = apply::delete_pods_of_deleted(ctx.clone(), pods.clone(), deleted);
     let reconciler = Arc::new(Reconciler {
         caches: Some(Caches::new(instances, pods, services)),
         ..Reconciler::new(ctx.clone())
     });
     let mut settings = ControllerSettings::new(names::INSTANCE_CONTROLLER);
     settings.max_concurrent_reconciles = ctx.settings.max_concurrent_reconciles;
-    run_controller(
+    let controller = run_controller(
         controller,
         &settings,
         &rc,
         reconcile,
         error_policy,
         reconciler,
-    )
-    .await;
+    );
+    // The clean-up ends when the instance watch (its only sender) does, with the controller.
+    futures::join!(controller, cleanup);
     Ok(())
 }
 
-/// A reflector over `api`: the store, and the objects it changed (after the store has them).
+/// An indexed reflector over `api`, each object pruned to what is read before it is cached:
+/// the reader, and the objects it changed (after the store and indexes have them).
 fn cached<K>(
     api: Api<K>,
     config: watcher::Config,
+    keys: fn(&K) -> Vec<cache::Key>,
     prune: fn(&mut K),
 ) -> (
-    Store<K>,
+    kit::index::Indexed<K, cache::Key>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
@@ -308,39 +323,37 @@ where
         + Sync
         + 'static,
 {
-    let (store, writer) = reflector::store();
+    let (reader, writer) = kit::index::store(keys);
     let stream = watcher(api, config).default_backoff().modify(prune);
-    let events = reflector::reflector(writer, stream);
-    (store, events.touched_objects().boxed())
+    let events = kit::index::reflect(writer, stream);
+    (reader, events.touched_objects().boxed())
 }
 
-/// The other instances an instance event should wake, computed after `store` applied it:
+/// The other instances an instance event should wake, computed after the cache applied it:
 /// for a changed or deleted instance, those whose data conflict with it and every instance
 /// in its namespace held back by a conflict (it may have been the one they waited for, with
-/// data it no longer has); after a re-list, every instance held back by a conflict.
+/// data it no longer has); after a re-list, every instance held back by a conflict. Index
+/// lookups: the cost is what is woken, not the size of the cache.
 pub fn wakes(
-    store: &Store<RedroidInstance>,
+    instances: &cache::Instances,
     event: &watcher::Event<RedroidInstance>,
 ) -> Vec<ObjectRef<RedroidInstance>> {
     let changed = match event {
         watcher::Event::Apply(i) | watcher::Event::Delete(i) => i,
         watcher::Event::InitDone => {
-            return store
-                .state()
-                .iter()
-                .filter(|i| blocked(i))
-                .map(|i| ObjectRef::from(&**i))
-                .collect();
+            return instances.refs(&cache::Key::AnyBlocked);
         }
         watcher::Event::Init | watcher::Event::InitApply(_) => return Vec::new(),
     };
-    let (name, ns) = (changed.name_any(), changed.namespace());
-    store
-        .state()
-        .into_iter()
-        .filter(|i| i.namespace() == ns && i.name_any() != name)
+    let (name, ns) = (changed.name_any(), changed.namespace().unwrap_or_default());
+    let mut keys = cache::conflict_keys(&ns, &crate::data::Usage::of_spec(&changed.spec));
+    keys.push(cache::Key::Blocked { ns });
+    instances
+        .get_any(&keys)
+        .iter()
+        .filter(|i| i.name_any() != name)
         .filter(|i| blocked(i) || validate::shares_data(&i.spec, &changed.spec))
-        .map(|i| ObjectRef::from(&*i))
+        .map(|i| ObjectRef::from(&**i))
         .collect()
 }
 
@@ -363,7 +376,7 @@ fn blocked(i: &RedroidInstance) -> bool {
 // The instances a Pod event concerns: its controlling instance; for a data-sidecar pod the
 // instance whose data it uses; and for any instance or sidecar pod, the instances in its
 // namespace held back by a conflict (they may be waiting for this Pod to go).
-fn pod_triggers(store: &Store<RedroidInstance>, pod: &Pod) -> Vec<ObjectRef<RedroidInstance>> {
+fn pod_triggers(instances: &cache::Instances, pod: &Pod) -> Vec<ObjectRef<RedroidInstance>> {
     let ns = pod.namespace();
     let mut refs: Vec<ObjectRef<RedroidInstance>> = pod
         .owner_references()
@@ -374,12 +387,19 @@ fn pod_triggers(store: &Store<RedroidInstance>, pod: &Pod) -> Vec<ObjectRef<Redr
     if !sidecar && !observe::is_instance_pod(pod) {
         return refs;
     }
-    let label = pod.labels().get(names::INSTANCE_LABEL);
-    for i in store.state().iter().filter(|i| i.namespace() == ns) {
-        let owner = sidecar && label == Some(&names::instance_label(&i.name_any()));
-        if owner || blocked(i) {
-            refs.push(ObjectRef::from(&**i));
-        }
+    let ns = ns.unwrap_or_default();
+    let mut keys = vec![cache::Key::Blocked { ns: ns.clone() }];
+    if let Some(label) = pod.labels().get(names::INSTANCE_LABEL).filter(|_| sidecar) {
+        keys.push(cache::Key::Label {
+            ns,
+            label: label.clone(),
+        });
     }
+    refs.extend(
+        instances
+            .get_any(&keys)
+            .iter()
+            .map(|i| ObjectRef::from(&**i)),
+    );
     refs
 }

@@ -8,7 +8,9 @@
 //!
 //! Where the reads come from: with [`Caches`] (the running controller), the instance's Pods,
 //! its data-sidecar pods, its Service and its peers come from the controller's watch caches,
-//! making no request; without (tests, tools), from the API. The caches may lag the API by a
+//! making no request, each by an index lookup (the instance label, the data used, see
+//! [`super::cache`]) whose cost is what it finds, never a scan or copy of a namespace;
+//! without (tests, tools), from the API. The caches may lag the API by a
 //! few events, which is safe here because every write they lead to is idempotent: the
 //! instance Pod's name is deterministic, so creating a Pod the cache has not seen yet fails
 //! with AlreadyExists and counts as "already there" (see `apply::pods`); deleting a Pod that
@@ -27,33 +29,30 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 
+use super::cache::{self, Key};
 use crate::context::Context;
 use crate::crd::RedroidInstance;
 use crate::data::Usage;
 use crate::names;
 
-/// The controller's watch caches: instances, Pods carrying the instance label (instance,
-/// upstream and task pods) and the operator's Services.
+/// The controller's indexed watch caches ([`cache`]): instances, Pods carrying the instance
+/// label (instance, upstream and task pods) and the operator's Services.
 #[derive(Clone)]
 pub struct Caches {
     /// Every RedroidInstance in scope.
-    pub instances: Store<RedroidInstance>,
+    pub instances: cache::Instances,
     /// Pods labelled with [`names::INSTANCE_LABEL`].
-    pub pods: Store<Pod>,
+    pub pods: cache::Pods,
     /// Services labelled `managed-by`; ours are, since every apply sets the label.
-    pub services: Store<Service>,
+    pub services: cache::Services,
     synced: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl Caches {
     /// Caches over these stores.
-    pub fn new(
-        instances: Store<RedroidInstance>,
-        pods: Store<Pod>,
-        services: Store<Service>,
-    ) -> Self {
+    pub fn new(instances: cache::Instances, pods: cache::Pods, services: cache::Services) -> Self {
         Self {
             instances,
             pods,
@@ -72,25 +71,16 @@ impl Caches {
     pub async fn ready(&self) {
         self.synced
             .get_or_init(|| async {
-                let _ = self.instances.wait_until_ready().await;
-                let _ = self.pods.wait_until_ready().await;
-                let _ = self.services.wait_until_ready().await;
+                let _ = self.instances.store().wait_until_ready().await;
+                let _ = self.pods.store().wait_until_ready().await;
+                let _ = self.services.store().wait_until_ready().await;
             })
             .await;
     }
 
-    fn pods_in(&self, ns: &str) -> Vec<Pod> {
-        self.pods
-            .state()
-            .iter()
-            .filter(|p| p.namespace().as_deref() == Some(ns))
-            .map(|p| (**p).clone())
-            .collect()
-    }
-
     fn service(&self, ns: &str, name: &str) -> Option<Service> {
         let key = ObjectRef::new(name).within(ns);
-        self.services.get(&key).map(|s| (*s).clone())
+        self.services.get_ref(&key).map(|s| (*s).clone())
     }
 }
 
@@ -165,48 +155,126 @@ pub async fn observe(
     caches: Option<&Caches>,
     inst: &RedroidInstance,
 ) -> Result<Observed, ObserveError> {
+    match caches {
+        Some(c) => observe_cached(ctx, c, inst).await,
+        None => observe_api(ctx, inst).await,
+    }
+}
+
+// From the caches: every read is an index lookup costing what it finds, never a scan of a
+// namespace, so a pass costs the same however many instances there are.
+async fn observe_cached(
+    ctx: &Context,
+    c: &Caches,
+    inst: &RedroidInstance,
+) -> Result<Observed, ObserveError> {
     let (name, ns) = (inst.name_any(), inst.namespace().unwrap_or_default());
-    let (labelled, service) = match caches {
-        Some(c) => (c.pods_in(&ns), c.service(&ns, &names::service_name(&name))),
-        None => {
-            let pods = list_pods(ctx, &ns, &name, names::INSTANCE_LABEL).await?;
-            (pods, get_service(ctx, &ns, &name).await?)
-        }
-    };
+    let owned = |objs: Vec<Arc<Pod>>| -> Vec<Pod> { objs.iter().map(|p| (**p).clone()).collect() };
+    let own = owned(c.pods.get(&Key::Label {
+        ns: ns.clone(),
+        label: names::instance_label(&name),
+    }));
+    let service = c.service(&ns, &names::service_name(&name));
+    let mine = Usage::of_spec(&inst.spec);
+    let conflicts = cache::conflict_keys(&ns, &mine);
+    let peers: Vec<RedroidInstance> = c
+        .instances
+        .get_any(&conflicts)
+        .iter()
+        .filter(|p| p.name_any() != name && super::validate::shares_data(&p.spec, &inst.spec))
+        .map(|p| (**p).clone())
+        .collect();
+    let mut keys = conflicts;
+    keys.extend(peers.iter().map(|p| Key::Label {
+        ns: ns.clone(),
+        label: names::instance_label(&p.name_any()),
+    }));
+    let others = owned(c.pods.get_any(&keys));
+    let mut seen = assemble(inst, own, others, peers, service);
+    if !seen.peers.is_empty() {
+        // Peers' Pods fresh from the API: one created a moment ago must not be missed.
+        let labels: Vec<String> = seen
+            .peers
+            .iter()
+            .map(|p| names::instance_label(&p.name_any()))
+            .collect();
+        let selector = format!("{} in ({})", names::INSTANCE_LABEL, labels.join(","));
+        let fresh = list_pods(ctx, &ns, &name, &selector).await?;
+        let relevant = relevant(&mine, &labels);
+        seen.peer_pods
+            .retain(|p| !fresh.iter().any(|f| f.name_any() == p.name_any()));
+        seen.peer_pods
+            .extend(fresh.into_iter().filter(|p| relevant(p)));
+    }
+    Ok(seen)
+}
+
+// From the API (tests, tools): the instance label's Pods, the Service, every instance.
+async fn observe_api(ctx: &Context, inst: &RedroidInstance) -> Result<Observed, ObserveError> {
+    let (name, ns) = (inst.name_any(), inst.namespace().unwrap_or_default());
+    let labelled = list_pods(ctx, &ns, &name, names::INSTANCE_LABEL).await?;
+    let service = get_service(ctx, &ns, &name).await?;
     let me = names::instance_label(&name);
     let (own, others): (Vec<Pod>, Vec<Pod>) = labelled
         .into_iter()
         .partition(|p| p.labels().get(names::INSTANCE_LABEL) == Some(&me));
+    let api: Api<RedroidInstance> = Api::namespaced(ctx.client.clone(), &ns);
+    let all = api.list(&ListParams::default()).await;
+    let all = all
+        .map_err(|source| ObserveError::ListInstances {
+            namespace: ns.clone(),
+            source,
+        })?
+        .items;
+    let peers = all
+        .into_iter()
+        .filter(|p| p.name_any() != name && super::validate::shares_data(&p.spec, &inst.spec))
+        .collect();
+    Ok(assemble(inst, own, others, peers, service))
+}
+
+// Whether a Pod of another instance matters to one using `mine` with these peers' labels:
+// an instance Pod or an unfinished data sidecar, on conflicting data or of a peer.
+fn relevant<'a>(mine: &'a Usage, peer_labels: &'a [String]) -> impl Fn(&Pod) -> bool + 'a {
+    move |p: &Pod| {
+        let label = p.labels().get(names::INSTANCE_LABEL);
+        let holds = is_instance_pod(p) || (is_sidecar(p) && unfinished(p));
+        let conflicts = Usage::of_pod(p).is_some_and(|u| mine.conflict(&u).is_some());
+        holds && (conflicts || label.is_some_and(|l| peer_labels.contains(l)))
+    }
+}
+
+// What a pass saw, from the instance's own labelled Pods, candidate Pods of others (any
+// superset of the relevant ones) and its peers.
+fn assemble(
+    inst: &RedroidInstance,
+    own: Vec<Pod>,
+    others: Vec<Pod>,
+    peers: Vec<RedroidInstance>,
+    service: Option<Service>,
+) -> Observed {
+    let me = names::instance_label(&inst.name_any());
     let (sidecars, mut pods): (Vec<Pod>, Vec<Pod>) = own.into_iter().partition(is_sidecar);
     pods.retain(is_instance_pod);
     let sidecars = sidecars.into_iter().filter(unfinished).collect();
-    let peers = peers(ctx, caches.map(|c| &c.instances), inst).await?;
     let mine = Usage::of_spec(&inst.spec);
     let peer_labels: Vec<String> = peers
         .iter()
         .map(|p| names::instance_label(&p.name_any()))
         .collect();
-    let relevant = |p: &Pod| {
-        let label = p.labels().get(names::INSTANCE_LABEL);
-        let holds = is_instance_pod(p) || (is_sidecar(p) && unfinished(p));
-        let conflicts = Usage::of_pod(p).is_some_and(|u| mine.conflict(&u).is_some());
-        holds && (conflicts || label.is_some_and(|l| peer_labels.contains(l)))
-    };
-    let mut peer_pods: Vec<Pod> = others.into_iter().filter(|p| relevant(p)).collect();
-    if caches.is_some() && !peers.is_empty() {
-        // Peers' Pods fresh from the API: one created a moment ago must not be missed.
-        let selector = format!("{} in ({})", names::INSTANCE_LABEL, peer_labels.join(","));
-        let fresh = list_pods(ctx, &ns, &name, &selector).await?;
-        peer_pods.retain(|p| !fresh.iter().any(|f| f.name_any() == p.name_any()));
-        peer_pods.extend(fresh.into_iter().filter(|p| relevant(p)));
-    }
-    Ok(Observed {
+    let relevant = relevant(&mine, &peer_labels);
+    let peer_pods = others
+        .into_iter()
+        .filter(|p| p.labels().get(names::INSTANCE_LABEL) != Some(&me))
+        .filter(|p| relevant(p))
+        .collect();
+    Observed {
         pods,
         service,
         peers,
         peer_pods,
         sidecars,
-    })
+    }
 }
 
 async fn list_pods(
@@ -237,41 +305,10 @@ async fn get_service(
         .map_err(|source| ObserveError::GetService { name, source })
 }
 
-async fn peers(
-    ctx: &Context,
-    store: Option<&Store<RedroidInstance>>,
-    inst: &RedroidInstance,
-) -> Result<Vec<RedroidInstance>, ObserveError> {
-    let ns = inst.namespace().unwrap_or_default();
-    let all: Vec<RedroidInstance> = match store {
-        Some(store) => store
-            .state()
-            .iter()
-            .filter(|i| i.namespace().as_deref() == Some(&ns))
-            .map(|i| (**i).clone())
-            .collect(),
-        None => {
-            let api: Api<RedroidInstance> = Api::namespaced(ctx.client.clone(), &ns);
-            let list = api.list(&ListParams::default()).await;
-            list.map_err(|source| ObserveError::ListInstances {
-                namespace: ns.clone(),
-                source,
-            })?
-            .items
-        }
-    };
-    let me = inst.name_any();
-    Ok(all
-        .into_iter()
-        .filter(|p| p.name_any() != me && super::validate::shares_data(&p.spec, &inst.spec))
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
 
     use super::*;
@@ -280,11 +317,11 @@ mod tests {
     // go on once the stores are synced (kube-runtime's own wait wakes only the last waiter).
     #[tokio::test]
     async fn every_pass_waiting_for_the_caches_goes_on_once_they_sync() {
-        let (instances, mut iw) = reflector::store::<RedroidInstance>();
-        let (pods, mut pw) = reflector::store::<Pod>();
-        let (services, mut sw) = reflector::store::<Service>();
-        iw.apply_watcher_event(&Event::Init);
-        iw.apply_watcher_event(&Event::InitDone);
+        let (instances, mut iw) = kit::index::store(cache::instance_keys);
+        let (pods, mut pw) = kit::index::store(cache::pod_keys);
+        let (services, mut sw) = kit::index::store(|_: &Service| Vec::new());
+        iw.apply(&Event::Init);
+        iw.apply(&Event::InitDone);
         let caches = Caches::new(instances, pods, services);
         let waiting: Vec<_> = (0..8)
             .map(|_| {
@@ -296,10 +333,10 @@ mod tests {
         for _ in 0..8 {
             tokio::task::yield_now().await;
         }
-        pw.apply_watcher_event(&Event::Init);
-        pw.apply_watcher_event(&Event::InitDone);
-        sw.apply_watcher_event(&Event::Init);
-        sw.apply_watcher_event(&Event::InitDone);
+        pw.apply(&Event::Init);
+        pw.apply(&Event::InitDone);
+        sw.apply(&Event::Init);
+        sw.apply(&Event::InitDone);
         for w in waiting {
             tokio::time::timeout(Duration::from_secs(5), w)
                 .await

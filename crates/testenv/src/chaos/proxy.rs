@@ -21,6 +21,9 @@
 //!   injected fault took effect (a cut watch counts at the moment it is cut).
 //! - [`FaultProxy::traffic`] counts every request by class (reads, writes, watches), faulted
 //!   or not, so a scenario can bound the operator's request rate (a hot loop shows there).
+//! - Every request is also counted by verb and resource ([`FaultProxy::request_counts`]), so a
+//!   benchmark can count what an operator running as its own process asks of the API server
+//!   (with [`Rates::none`] the proxy only forwards and counts).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -88,6 +91,7 @@ struct Shared {
     writes: AtomicU64,
     watches: AtomicU64,
     log: Mutex<Vec<FaultRecord>>,
+    counts: crate::RequestCounts,
     upstream: Upstream,
     api: String,
 }
@@ -124,6 +128,7 @@ impl FaultProxy {
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             watches: AtomicU64::new(0),
+            counts: crate::RequestCounts::default(),
             upstream,
             api: format!("https://127.0.0.1:{}", state.api_port),
         });
@@ -176,6 +181,11 @@ impl FaultProxy {
     /// Requests seen so far.
     pub fn requests(&self) -> u64 {
         self.shared.next.load(Ordering::Relaxed)
+    }
+
+    /// Requests seen so far by verb and resource; resetting it starts a new count.
+    pub fn request_counts(&self) -> crate::RequestCounts {
+        self.shared.counts.clone()
     }
 
     /// Requests seen so far, by class.
@@ -274,6 +284,7 @@ struct Reset;
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Reset> {
     let n = shared.next.fetch_add(1, Ordering::Relaxed);
+    shared.counts.record_request(req.method(), req.uri());
     let began = shared.started.elapsed();
     let what = format!(
         "{} {}",

@@ -1,0 +1,245 @@
+//! The instance controller's watch caches: what is cached of each object, and the indexes
+//! every pass and every wake-up looks things up by, so no pass scans or copies a cache.
+//!
+//! Contract:
+//! - Three indexed reflectors ([`kit::index`]): instances, Pods labelled with an instance
+//!   (instance Pods, upstream's Pods, task pods and data sidecars) and the operator's
+//!   Services. Each index is kept by the same watch events as its store.
+//! - What is cached is only what the controller reads ([`slim_pod`], [`slim_service`],
+//!   [`slim_instance`]): no managedFields (except our own apply entry on Services, which says
+//!   which annotations we applied), no container specs beyond the data mounts, no Pod status
+//!   beyond phase, IP, conditions and exit states.
+//! - Keys ([`Key`]): the data an object uses ([`usage_keys`]: the writable layer, the lower
+//!   layer, the base written in baseMode), the instance label, the Pod's controller owner,
+//!   and, for instances, whether one is held back by another's data. [`conflict_keys`] are the
+//!   keys under which every object whose data conflicts with a given use is found, so peers,
+//!   Pods on conflicting data and instances to wake are lookups, never scans.
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, Service, Volume};
+use kit::index::Indexed;
+use kube::ResourceExt;
+
+use crate::crd::RedroidInstance;
+use crate::data::Usage;
+use crate::names;
+
+/// An index key (see the module docs).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub enum Key {
+    /// Overlays writing layer `<diff>/<index>` in namespace `ns`.
+    Layer {
+        /// Namespace.
+        ns: String,
+        /// The diff PVC.
+        diff: String,
+        /// The layer's index.
+        index: i32,
+    },
+    /// Overlays whose read-only lower layer is the shared PVC `base`.
+    Lower {
+        /// Namespace.
+        ns: String,
+        /// The shared PVC.
+        base: String,
+    },
+    /// baseMode users writing the shared PVC `base`.
+    Writer {
+        /// Namespace.
+        ns: String,
+        /// The shared PVC.
+        base: String,
+    },
+    /// The value of the instance label: a Pod's, or the one an instance's Pods carry.
+    Label {
+        /// Namespace.
+        ns: String,
+        /// The label value ([`names::instance_label`]).
+        label: String,
+    },
+    /// Pods whose controller owner has this uid.
+    Owner(String),
+    /// Instances of namespace `ns` held back by another's data.
+    Blocked {
+        /// Namespace.
+        ns: String,
+    },
+    /// Every instance held back by another's data, in any namespace.
+    AnyBlocked,
+}
+
+/// The instance cache.
+pub type Instances = Indexed<RedroidInstance, Key>;
+/// The Pod cache.
+pub type Pods = Indexed<Pod, Key>;
+/// The Service cache.
+pub type Services = Indexed<Service, Key>;
+
+/// The keys a use of data is found under.
+pub fn usage_keys(ns: &str, usage: &Usage) -> Vec<Key> {
+    let ns = ns.to_owned();
+    let base = usage.base.clone();
+    match &usage.layer {
+        Some((diff, index)) => vec![
+            Key::Layer {
+                ns: ns.clone(),
+                diff: diff.clone(),
+                index: *index,
+            },
+            Key::Lower { ns, base },
+        ],
+        None => vec![Key::Writer { ns, base }],
+    }
+}
+
+/// The keys under which every use conflicting with `usage` is found ([`Usage::conflict`]):
+/// an overlay conflicts with the same layer and with baseMode on its lower layer; baseMode
+/// conflicts with baseMode and with every overlay on the same shared PVC.
+pub fn conflict_keys(ns: &str, usage: &Usage) -> Vec<Key> {
+    let ns = ns.to_owned();
+    let base = usage.base.clone();
+    match &usage.layer {
+        Some((diff, index)) => vec![
+            Key::Layer {
+                ns: ns.clone(),
+                diff: diff.clone(),
+                index: *index,
+            },
+            Key::Writer { ns, base },
+        ],
+        None => vec![
+            Key::Writer {
+                ns: ns.clone(),
+                base: base.clone(),
+            },
+            Key::Lower { ns, base },
+        ],
+    }
+}
+
+/// The keys of an instance.
+pub fn instance_keys(inst: &RedroidInstance) -> Vec<Key> {
+    let ns = inst.namespace().unwrap_or_default();
+    let mut keys = usage_keys(&ns, &Usage::of_spec(&inst.spec));
+    keys.push(Key::Label {
+        ns: ns.clone(),
+        label: names::instance_label(&inst.name_any()),
+    });
+    if super::blocked(inst) {
+        keys.push(Key::Blocked { ns });
+        keys.push(Key::AnyBlocked);
+    }
+    keys
+}
+
+/// The keys of a Pod.
+pub fn pod_keys(pod: &Pod) -> Vec<Key> {
+    let ns = pod.namespace().unwrap_or_default();
+    let mut keys = Usage::of_pod(pod).map_or_else(Vec::new, |u| usage_keys(&ns, &u));
+    if let Some(label) = pod.labels().get(names::INSTANCE_LABEL) {
+        keys.push(Key::Label {
+            ns,
+            label: label.clone(),
+        });
+    }
+    let owner = pod
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true));
+    if let Some(o) = owner {
+        keys.push(Key::Owner(o.uid.clone()));
+    }
+    keys
+}
+
+/// What of an instance the controller reads: everything but managedFields and kubectl's
+/// copy of the last applied manifest.
+pub fn slim_instance(inst: &mut RedroidInstance) {
+    inst.managed_fields_mut().clear();
+    if let Some(a) = inst.metadata.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// What of a Pod the controller reads: metadata without managedFields; of the spec, the data
+/// volumes and each container's data mounts ([`Usage::of_pod`]); of the status, the phase,
+/// the IP, the message, the conditions and the containers' exit states.
+pub fn slim_pod(pod: &mut Pod) {
+    pod.managed_fields_mut().clear();
+    if let Some(spec) = pod.spec.take() {
+        pod.spec = Some(slim_pod_spec(spec));
+    }
+    if let Some(status) = pod.status.take() {
+        pod.status = Some(slim_pod_status(status));
+    }
+}
+
+fn slim_pod_spec(spec: PodSpec) -> PodSpec {
+    let data = |v: &Volume| {
+        [crate::data::DATA_BASE_VOLUME, crate::data::DATA_DIFF_VOLUME].contains(&v.name.as_str())
+    };
+    let volumes: Vec<Volume> = spec.volumes.into_iter().flatten().filter(data).collect();
+    let slim = |c: Container| Container {
+        name: c.name,
+        volume_mounts: c.volume_mounts.map(|mounts| {
+            mounts
+                .into_iter()
+                .filter(|m| m.name == crate::data::DATA_DIFF_VOLUME)
+                .collect()
+        }),
+        ..Container::default()
+    };
+    PodSpec {
+        volumes: (!volumes.is_empty()).then_some(volumes),
+        init_containers: spec
+            .init_containers
+            .map(|cs| cs.into_iter().map(slim).collect()),
+        containers: spec.containers.into_iter().map(slim).collect(),
+        ..PodSpec::default()
+    }
+}
+
+fn slim_pod_status(status: PodStatus) -> PodStatus {
+    let slim = |statuses: Option<Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
+        statuses.map(|cs| {
+            cs.into_iter()
+                .map(|c| k8s_openapi::api::core::v1::ContainerStatus {
+                    name: c.name,
+                    state: c.state.map(|s| k8s_openapi::api::core::v1::ContainerState {
+                        terminated: s.terminated,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect()
+        })
+    };
+    PodStatus {
+        phase: status.phase,
+        pod_ip: status.pod_ip,
+        message: status.message,
+        conditions: status.conditions,
+        container_statuses: slim(status.container_statuses),
+        init_container_statuses: slim(status.init_container_statuses),
+        ..PodStatus::default()
+    }
+}
+
+/// What of a Service the controller reads ([`super::build::service::up_to_date`]): metadata
+/// with only our own apply entry of managedFields, the type, selector and ports.
+pub fn slim_service(svc: &mut Service) {
+    if let Some(fields) = svc.metadata.managed_fields.as_mut() {
+        fields.retain(|m| {
+            m.manager.as_deref() == Some(names::FIELD_MANAGER)
+                && m.operation.as_deref() == Some("Apply")
+        });
+    }
+    if let Some(spec) = svc.spec.take() {
+        svc.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+            type_: spec.type_,
+            selector: spec.selector,
+            ports: spec.ports,
+            ..Default::default()
+        });
+    }
+    svc.status = None;
+}
