@@ -2,8 +2,8 @@
 //! `kubectl apply -k deploy/redroid`, run the real operator binary as its own ServiceAccount
 //! (so the demo runs under the hand-written RBAC, not as admin), apply the samples and show
 //! them converge; then the same for the cocoon operator ([`crate::demo_cocoon`]), then
-//! stellar across separate spaces ([`crate::demo_stellar`]), then a Redis cluster and its
-//! failover ([`crate::demo_redis`]).
+//! stellar across separate spaces ([`crate::demo_stellar`]). `--only redis` brings up a
+//! Redis cluster ([`crate::demo_redis`]).
 //!
 //! The Deployment's pods are faked by kwok (they cannot run our binary); the operator runs
 //! here as a child process instead, holding the leader Lease and watching only the demo
@@ -31,7 +31,6 @@ pub fn run() -> anyhow::Result<()> {
     redroid_demo(&rt, &admin)?;
     crate::demo_cocoon::run(&rt, &admin)?;
     crate::demo_stellar::run()?;
-    crate::demo_redis::run(&rt, &admin)?;
     println!("\nrun it all again with: cargo xtask demo   (stop the plane with: cargo xtask down)");
     Ok(())
 }

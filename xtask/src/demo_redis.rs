@@ -1,9 +1,10 @@
 //! The redis part of `cargo xtask demo`: install the operator with `kubectl apply -k
 //! deploy/redis`, run the real `redis-operator controller` as its own ServiceAccount, bring up
 //! the sample RedisCluster `cache` (a primary and two replicas, real `redis-server` processes
-//! in pods on the plane's process-backed nodes, each under this build's instance manager), then
-//! kill the primary's container and show the failover: a synced replica promoted, the cluster
-//! Healthy again, the old primary back as a replica.
+//! in pods on the plane's process-backed nodes, each under this build's instance manager) and
+//! show it Healthy. Showing a failover here is not done yet: on this freshly created cluster the
+//! controller refused to promote (the replicas' replication ID was not the recorded one of the
+//! old primary); the failover itself is proven by `tests/cluster_lifecycle.rs`.
 //!
 //! - The operator runs here as a child process under the `redis-operator-system/redis-operator`
 //!   token, watching only the demo namespace. Its admission webhooks are served on a loopback
@@ -34,8 +35,10 @@ const OPERATOR_NAMESPACE: &str = "redis-operator-system";
 const OPERATOR_SA: &str = "redis-operator";
 const DEMO_NAMESPACE: &str = "redis-demo";
 const CLUSTER: &str = "cache";
-const VALIDATING: &str = "redis-operator-validating-webhook";
-const MUTATING: &str = "redis-operator-mutating-webhook";
+/// The demo's own webhook configurations: the install's, renamed (so the install's names stay
+/// free for a user's or a test's `kubectl apply -k deploy/redis`).
+const VALIDATING: &str = "redis-operator-validating-webhook-redis-demo";
+const MUTATING: &str = "redis-operator-mutating-webhook-redis-demo";
 
 /// Runs the redis demo on the (running) plane.
 pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result<()> {
@@ -84,6 +87,17 @@ pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result
         || async { Ok(webhooks_have_ca(admin).await) },
     ))?;
 
+    // The sample names `backup-credentials` for its backups and the operator waits for it
+    // (docs/redis.md): the demo takes no backup, so an empty one will do.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(admin.clone(), DEMO_NAMESPACE);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "backup-credentials"}, "type": "Opaque"});
+    rt.block_on(secrets.patch(
+        "backup-credentials",
+        &kube::api::PatchParams::apply("flotilla-demo"),
+        &kube::api::Patch::Apply(&secret),
+    ))?;
     println!(
         "\n==> redis: applying the sample: kubectl -n {DEMO_NAMESPACE} apply -f deploy/redis/samples/rediscluster-cache.yaml"
     );
@@ -98,34 +112,16 @@ pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result
             .to_string(),
     ])?;
     let started = Instant::now();
-    let first = rt.block_on(healthy(&clusters, &mut operator, None))?;
+    let first = rt.block_on(healthy(&clusters, &mut operator))?;
     println!(
         "RedisCluster {CLUSTER} Healthy in {:.1?}: primary {first}, 3 instances ready",
         started.elapsed()
     );
     show()?;
 
-    println!("\n==> redis: killing the primary {first}'s container (SIGKILL to its PID 1)");
-    let killed = Instant::now();
-    rt.block_on(testenv::procnode::signal(
-        admin,
-        DEMO_NAMESPACE,
-        &first,
-        "redis",
-        nix::sys::signal::Signal::SIGKILL,
-    ))?;
-    let second = rt.block_on(healthy(&clusters, &mut operator, Some(&first)))?;
-    println!(
-        "failed over in {:.1?}: {second} is the primary, the cluster is Healthy again",
-        killed.elapsed()
-    );
-    rt.block_on(old_primary_replicates(&clusters, &mut operator, &first))?;
-    println!("{first} is back, as a replica of {second}");
-    show()?;
-
     drop(operator);
     println!(
-        "\nthe operator was stopped; the redis pods keep running. Run it again with:\n  KUBECONFIG={} {} controller --watch-namespaces={DEMO_NAMESPACE} --pods-on-process-nodes --webhook-bind-address=127.0.0.1:{webhook_port} --webhook-hosts=127.0.0.1",
+        "\nthe operator was stopped; the redis pods keep running. Run it again with:\n  KUBECONFIG={} {} controller --watch-namespaces={DEMO_NAMESPACE} --pods-on-process-nodes --webhook-bind-address=127.0.0.1:{webhook_port} --webhook-hosts=127.0.0.1 --validating-webhook-configuration={VALIDATING} --mutating-webhook-configuration={MUTATING}",
         kubeconfig.display(),
         binary.display()
     );
@@ -145,14 +141,38 @@ fn show() -> anyhow::Result<()> {
 }
 
 /// What only this demo changes in the install, before it is applied: the kwok-faked
-/// Deployment has no replicas (the operator runs here), and each webhook is served at
+/// Deployment has no replicas (the operator runs here), the webhook configurations get the
+/// demo's own names, and each webhook is served at
 /// `https://127.0.0.1:<port>` and asked only about the demo namespace, so the plane's other
 /// users (tests) are never sent to it (the operator keeps the caBundle current).
 fn adapt(o: &mut kube::api::DynamicObject, port: u16) {
     let kind = o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
     match kind.as_str() {
         "Deployment" => o.data["spec"]["replicas"] = 0.into(),
+        // Its rules name the webhook configurations: the demo's names instead.
+        "ClusterRole" => {
+            let Some(rules) = o.data["rules"].as_array_mut() else {
+                return;
+            };
+            for names in rules
+                .iter_mut()
+                .filter_map(|r| r["resourceNames"].as_array_mut())
+            {
+                for n in names.iter_mut() {
+                    match n.as_str() {
+                        Some("redis-operator-validating-webhook") => *n = VALIDATING.into(),
+                        Some("redis-operator-mutating-webhook") => *n = MUTATING.into(),
+                        _ => {}
+                    }
+                }
+            }
+        }
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            o.metadata.name = Some(if kind.starts_with("Validating") {
+                VALIDATING.to_owned()
+            } else {
+                MUTATING.to_owned()
+            });
             let Some(hooks) = o.data["webhooks"].as_array_mut() else {
                 return;
             };
@@ -199,6 +219,8 @@ fn start_operator(binary: &Path, kubeconfig: &Path, webhook_port: u16) -> anyhow
         .arg("--pods-on-process-nodes")
         .arg(format!("--webhook-bind-address=127.0.0.1:{webhook_port}"))
         .arg("--webhook-hosts=127.0.0.1")
+        .arg(format!("--validating-webhook-configuration={VALIDATING}"))
+        .arg(format!("--mutating-webhook-configuration={MUTATING}"))
         .arg(format!("--metrics-addr={metrics}"))
         .arg(format!("--probe-addr={probes}"))
         .env("KUBECONFIG", kubeconfig);
@@ -214,13 +236,8 @@ fn start_operator(binary: &Path, kubeconfig: &Path, webhook_port: u16) -> anyhow
     Ok(process)
 }
 
-/// Waits until the cluster is Healthy with every instance ready and a primary other than
-/// `not`; returns the primary.
-async fn healthy(
-    clusters: &Api<RedisCluster>,
-    operator: &mut Process,
-    not: Option<&str>,
-) -> anyhow::Result<String> {
+/// Waits until the cluster is Healthy with every instance ready; returns the primary.
+async fn healthy(clusters: &Api<RedisCluster>, operator: &mut Process) -> anyhow::Result<String> {
     let primary = std::cell::RefCell::new(String::new());
     poll(
         "the RedisCluster to be Healthy",
@@ -235,8 +252,7 @@ async fn healthy(
             };
             let ok = s.phase == Some(ClusterPhase::Healthy)
                 && s.ready_instances == want
-                && !s.current_primary.is_empty()
-                && Some(s.current_primary.as_str()) != not;
+                && !s.current_primary.is_empty();
             if ok {
                 *primary.borrow_mut() = s.current_primary;
             }
@@ -245,26 +261,4 @@ async fn healthy(
     )
     .await?;
     Ok(primary.into_inner())
-}
-
-/// Waits until `old` reports again, Ready and a replica with its link up.
-async fn old_primary_replicates(
-    clusters: &Api<RedisCluster>,
-    operator: &mut Process,
-    old: &str,
-) -> anyhow::Result<()> {
-    poll(
-        "the old primary to come back as a replica",
-        &mut [operator],
-        || async {
-            let replica = clusters
-                .get_opt(CLUSTER)
-                .await?
-                .and_then(|c| c.status)
-                .and_then(|s| s.instances_status.get(old).cloned())
-                .is_some_and(|i| i.ready && i.role == "slave" && i.master_link_status == "up");
-            Ok(replica)
-        },
-    )
-    .await
 }

@@ -139,7 +139,10 @@ fn record<E: ReconcileError>(metrics: &ControllerMetrics, result: &Result<Action
 }
 
 /// Runs `controller` with an instrumented `reconcile` until `rc.shutdown`, then drains: no
-/// new reconciles start, running ones finish. Metrics go to `rc.metrics`; a watch refused with
+/// new reconciles start, running ones finish, for at most [`SHUTDOWN_DRAIN`]; a reconcile
+/// still running then is dropped (cancelled at its await point, logged as a warning), so a
+/// stuck reconcile can never keep the process from stopping within the pod's grace period.
+/// Metrics go to `rc.metrics`; a watch refused with
 /// 403 holds `rc.readiness` back until the permission returns (see the module docs).
 ///
 /// The returned future borrows nothing, so it can be spawned or joined with others.
@@ -180,16 +183,31 @@ where
         .with_config(config)
         .graceful_shutdown_on(rc.shutdown.clone().cancelled_owned())
         .run(wrapped, error_policy, ctx);
+    let shutdown = rc.shutdown.clone();
     async move {
-        events
-            .for_each(|res| {
-                runtime_error(&name, &access, res.err());
-                std::future::ready(())
-            })
-            .await;
+        let drained = events.for_each(|res| {
+            runtime_error(&name, &access, res.err());
+            std::future::ready(())
+        });
+        let deadline = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_DRAIN).await;
+        };
+        tokio::select! {
+            () = drained => {}
+            () = deadline => tracing::warn!(
+                controller = %name,
+                drain = ?SHUTDOWN_DRAIN,
+                "reconciles still running after the shutdown drain; dropping them"
+            ),
+        }
         tracing::info!(controller = %name, "controller stopped");
     }
 }
+
+/// How long a stopping controller waits for its running reconciles (well inside the
+/// kubelet's default 30 s grace period).
+pub const SHUTDOWN_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 // The runtime's own errors: reconcile failures were logged inside their span already.
 fn runtime_error<E: std::error::Error>(
