@@ -192,19 +192,19 @@ fn adapt(o: &mut kube::api::DynamicObject, port: u16) {
 
 async fn webhooks_have_ca(admin: &kube::Client) -> bool {
     use k8s_openapi::api::admissionregistration::v1::{
-        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
+    };
+    let all_have_ca = |configs: Vec<&WebhookClientConfig>| {
+        !configs.is_empty() && configs.iter().all(|c| c.ca_bundle.is_some())
     };
     let v: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
     let m: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
-    let v_ok = v.get_opt(VALIDATING).await.ok().flatten().is_some_and(|c| {
-        let hooks = c.webhooks.unwrap_or_default();
-        !hooks.is_empty() && hooks.iter().all(|w| w.client_config.ca_bundle.is_some())
-    });
-    let m_ok = m.get_opt(MUTATING).await.ok().flatten().is_some_and(|c| {
-        let hooks = c.webhooks.unwrap_or_default();
-        !hooks.is_empty() && hooks.iter().all(|w| w.client_config.ca_bundle.is_some())
-    });
-    v_ok && m_ok
+    let v = v.get_opt(VALIDATING).await.ok().flatten();
+    let m = m.get_opt(MUTATING).await.ok().flatten();
+    let v_hooks = v.and_then(|c| c.webhooks).unwrap_or_default();
+    let m_hooks = m.and_then(|c| c.webhooks).unwrap_or_default();
+    all_have_ca(v_hooks.iter().map(|w| &w.client_config).collect())
+        && all_have_ca(m_hooks.iter().map(|w| &w.client_config).collect())
 }
 
 fn start_operator(binary: &Path, kubeconfig: &Path, webhook_port: u16) -> anyhow::Result<Process> {
