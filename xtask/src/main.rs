@@ -26,6 +26,7 @@ mod demo_support;
 mod gen_crds;
 mod image;
 mod spaces;
+mod testrun;
 
 #[derive(Parser)]
 #[command(about = "Flotilla developer tasks")]
@@ -215,31 +216,14 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
 
 static TOTALS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
 
-/// `cargo test --workspace --no-fail-fast`, echoing its output and closing with the totals on
-/// one line (`tests: N passed, N failed`), so the last line a reader (or CI) sees is the whole
-/// result. Every test binary runs even after one fails, so the totals count every test.
+/// Every test binary of the workspace (several at a time, see `testrun`), closing with the
+/// totals on one line (`tests: N passed, N failed`), so the last line a reader (or CI) sees is
+/// the whole result. Every binary runs even after one fails, so the totals count every test.
 fn cargo_test() -> anyhow::Result<()> {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["test", "--workspace", "--no-fail-fast"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()?;
-    let (mut passed, mut failed) = (0u64, 0u64);
-    for line in BufReader::new(child.stdout.take().expect("piped stdout")).lines() {
-        let line = line?;
-        println!("{line}");
-        if let Some((p, f)) = parse_test_result(&line) {
-            passed += p;
-            failed += f;
-        }
-    }
-    let status = child.wait()?;
+    let (passed, failed) = testrun::run()?;
     println!("tests: {passed} passed, {failed} failed");
     TOTALS.set((passed, failed)).ok();
-    anyhow::ensure!(
-        status.success() && failed == 0,
-        "cargo test --workspace failed"
-    );
+    anyhow::ensure!(failed == 0, "{failed} tests failed");
     anyhow::ensure!(passed > 0, "cargo test ran no test");
     Ok(())
 }
@@ -298,7 +282,7 @@ fn test(down: bool) -> anyhow::Result<()> {
             image::containerfile::run(true)
         })?;
         p.run("start local control plane", || testenv::up().map(|_| ()))?;
-        p.run("cargo test --workspace", cargo_test)
+        p.run("every test binary", cargo_test)
     })();
     if down {
         let _ = p.run("stop local control plane", || testenv::down().map(|_| ()));

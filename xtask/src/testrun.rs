@@ -1,0 +1,319 @@
+//! `cargo xtask test`'s test phase: every test binary of the workspace, several at a time.
+//!
+//! `cargo test --workspace` runs its test binaries one after another, and most of ours spend
+//! their time waiting on the control plane (pods starting, failovers, watches), not on the CPU.
+//! So the binaries are built once (`cargo test --no-run`, whose JSON names every executable), then
+//! run `FLOTILLA_TEST_JOBS` at a time (3 by default), longest first by the previous run's times
+//! (kept in the target dir), each as cargo would run it: working directory and
+//! `CARGO_MANIFEST_DIR` of its package, `CARGO` set. Doctests run as one more job. A binary's
+//! output is printed whole when it ends, under a header naming it, so outputs never interleave;
+//! the totals (`tests: N passed, N failed`) and a table of the slowest binaries close the run.
+//! Every binary runs even after one fails.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One job: a test executable of a package, or the workspace's doctests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// `<package dir>::<target>` (`redis::cluster_lifecycle`, `kit::lib`), or `doctests`.
+    pub label: String,
+    program: PathBuf,
+    args: Vec<String>,
+    dir: PathBuf,
+}
+
+/// What one job did.
+#[derive(Debug)]
+struct Outcome {
+    label: String,
+    secs: f64,
+    passed: u64,
+    failed: u64,
+    ok: bool,
+}
+
+fn cargo_bin() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// The test executables named by `cargo test --no-run --message-format=json` output.
+pub fn jobs_from_json(json: &str) -> anyhow::Result<Vec<Job>> {
+    let mut jobs = Vec::new();
+    for line in json.lines().filter(|l| l.starts_with('{')) {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        if v["reason"] != "compiler-artifact" || v["profile"]["test"] != true {
+            continue;
+        }
+        let Some(exe) = v["executable"].as_str() else {
+            continue;
+        };
+        let manifest = PathBuf::from(v["manifest_path"].as_str().unwrap_or_default());
+        let dir = manifest.parent().map(Path::to_path_buf).unwrap_or_default();
+        let pkg = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let kind = v["target"]["kind"][0].as_str().unwrap_or("test");
+        let target = v["target"]["name"]
+            .as_str()
+            .unwrap_or("?")
+            .replace('-', "_");
+        let label = match kind {
+            "lib" => format!("{pkg}::lib"),
+            "bin" => format!("{pkg}::bin {target}"),
+            _ => format!("{pkg}::{target}"),
+        };
+        jobs.push(Job {
+            label,
+            program: PathBuf::from(exe),
+            args: Vec::new(),
+            dir,
+        });
+    }
+    jobs.dedup();
+    Ok(jobs)
+}
+
+/// Longest first by the previous run's seconds; binaries never timed go first (they may be long).
+pub fn order(jobs: &mut [Job], previous: &HashMap<String, f64>) {
+    jobs.sort_by(|a, b| {
+        let t = |j: &Job| previous.get(&j.label).copied().unwrap_or(f64::INFINITY);
+        t(b).total_cmp(&t(a)).then_with(|| a.label.cmp(&b.label))
+    });
+}
+
+fn times_file() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"));
+    target.join("flotilla-test-times.tsv")
+}
+
+fn read_times(path: &Path) -> HashMap<String, f64> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (label, secs) = l.rsplit_once('\t')?;
+            Some((label.to_string(), secs.parse().ok()?))
+        })
+        .collect()
+}
+
+/// How many binaries run at once: `FLOTILLA_TEST_JOBS`, else 3.
+fn parallelism() -> usize {
+    std::env::var("FLOTILLA_TEST_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(3)
+}
+
+/// Builds every test binary, runs them all, prints the totals; returns (passed, failed).
+pub fn run() -> anyhow::Result<(u64, u64)> {
+    let out = Command::new(cargo_bin())
+        .args([
+            "test",
+            "--workspace",
+            "--no-run",
+            "--quiet",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(out.status.success(), "cargo test --no-run failed");
+    let mut jobs = jobs_from_json(&String::from_utf8_lossy(&out.stdout))?;
+    anyhow::ensure!(!jobs.is_empty(), "cargo test --no-run named no test binary");
+    let workspace = std::env::current_dir()?;
+    jobs.push(Job {
+        label: "doctests".into(),
+        program: PathBuf::from(cargo_bin()),
+        args: ["test", "--workspace", "--doc", "--quiet"]
+            .map(String::from)
+            .to_vec(),
+        dir: workspace,
+    });
+    let times = times_file();
+    order(&mut jobs, &read_times(&times));
+    let n = parallelism();
+    println!("running {} test binaries, {n} at a time", jobs.len());
+
+    let queue = Arc::new(Mutex::new(jobs.into_iter()));
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let workers: Vec<_> = (0..n)
+        .map(|_| {
+            let (queue, outcomes) = (queue.clone(), outcomes.clone());
+            std::thread::spawn(move || {
+                loop {
+                    let next = queue.lock().expect("queue").next();
+                    let Some(job) = next else { break };
+                    let outcome = run_one(&job);
+                    outcomes.lock().expect("outcomes").push(outcome);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join()
+            .map_err(|_| anyhow::anyhow!("a test worker panicked"))?;
+    }
+    let mut outcomes = std::mem::take(&mut *outcomes.lock().expect("outcomes"));
+    outcomes.sort_by(|a, b| b.secs.total_cmp(&a.secs));
+
+    let mut record = String::new();
+    for o in &outcomes {
+        record.push_str(&format!("{}\t{:.1}\n", o.label, o.secs));
+    }
+    let _ = fs::write(&times, record);
+
+    println!("slowest test binaries:");
+    for o in outcomes.iter().take(15) {
+        println!(
+            "  {:<48} {:>7.1}s  {} passed, {} failed",
+            o.label, o.secs, o.passed, o.failed
+        );
+    }
+    let broken: Vec<_> = outcomes
+        .iter()
+        .filter(|o| !o.ok && o.failed == 0)
+        .map(|o| o.label.as_str())
+        .collect();
+    if !broken.is_empty() {
+        println!("binaries that failed without a failing test: {broken:?}");
+    }
+    let passed = outcomes.iter().map(|o| o.passed).sum();
+    // A binary that crashed or exited non-zero without reporting a failed test counts as one.
+    let failed = outcomes
+        .iter()
+        .map(|o| if o.ok { o.failed } else { o.failed.max(1) })
+        .sum();
+    Ok((passed, failed))
+}
+
+/// Runs one job with its output in a temporary file, then prints that output under a header.
+fn run_one(job: &Job) -> Outcome {
+    let started = Instant::now();
+    let log = std::env::temp_dir().join(format!(
+        "flotilla-test-{}-{}.log",
+        std::process::id(),
+        job.label.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    ));
+    let status = fs::File::create(&log).and_then(|f| {
+        let err = f.try_clone()?;
+        Command::new(&job.program)
+            .args(&job.args)
+            .current_dir(&job.dir)
+            .env("CARGO", cargo_bin())
+            .env("CARGO_MANIFEST_DIR", &job.dir)
+            .stdin(Stdio::null())
+            .stdout(f)
+            .stderr(err)
+            .status()
+    });
+    let secs = started.elapsed().as_secs_f64();
+    let mut text = String::new();
+    if let Ok(mut f) = fs::File::open(&log) {
+        let _ = f.read_to_string(&mut text);
+    }
+    let _ = fs::remove_file(&log);
+    let (mut passed, mut failed) = (0, 0);
+    for line in text.lines() {
+        if let Some((p, f)) = super::parse_test_result(line) {
+            passed += p;
+            failed += f;
+        }
+    }
+    let ok = matches!(&status, Ok(s) if s.success());
+    let stdout = std::io::stdout();
+    let mut w = stdout.lock();
+    let verdict = match &status {
+        Ok(s) if s.success() => "ok".to_string(),
+        Ok(s) => format!("FAILED ({s})"),
+        Err(e) => format!("FAILED to start: {e}"),
+    };
+    let _ = writeln!(w, "──── {} ({secs:.1}s, {verdict}) ────", job.label);
+    let _ = w.write_all(text.as_bytes());
+    if !text.ends_with('\n') && !text.is_empty() {
+        let _ = writeln!(w);
+    }
+    let _ = w.flush();
+    Outcome {
+        label: job.label.clone(),
+        secs,
+        passed,
+        failed,
+        ok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JSON: &str = r#"{"reason":"compiler-artifact","package_id":"path+file:///w/crates/kit#0.1.0","manifest_path":"/w/crates/kit/Cargo.toml","target":{"kind":["lib"],"name":"kit"},"profile":{"test":true},"executable":"/t/debug/deps/kit-1"}
+{"reason":"compiler-artifact","package_id":"path+file:///w/crates/kit#0.1.0","manifest_path":"/w/crates/kit/Cargo.toml","target":{"kind":["lib"],"name":"kit"},"profile":{"test":false},"executable":null}
+{"reason":"compiler-artifact","manifest_path":"/w/crates/redis/Cargo.toml","target":{"kind":["test"],"name":"cluster_lifecycle"},"profile":{"test":true},"executable":"/t/debug/deps/cluster_lifecycle-2"}
+{"reason":"compiler-artifact","manifest_path":"/w/crates/redis/Cargo.toml","target":{"kind":["bin"],"name":"kubectl-redis"},"profile":{"test":true},"executable":"/t/debug/deps/kubectl_redis-3"}
+{"reason":"build-finished","success":true}"#;
+
+    #[test]
+    fn test_executables_are_read_from_cargos_json() {
+        let jobs = jobs_from_json(JSON).unwrap();
+        let labels: Vec<_> = jobs.iter().map(|j| j.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "kit::lib",
+                "redis::cluster_lifecycle",
+                "redis::bin kubectl_redis"
+            ]
+        );
+        assert_eq!(jobs[1].dir, PathBuf::from("/w/crates/redis"));
+        assert_eq!(
+            jobs[1].program,
+            PathBuf::from("/t/debug/deps/cluster_lifecycle-2")
+        );
+    }
+
+    #[test]
+    fn the_longest_binaries_of_the_last_run_go_first_and_new_ones_before_them() {
+        let mut jobs = jobs_from_json(JSON).unwrap();
+        let previous = HashMap::from([
+            ("kit::lib".to_string(), 2.0),
+            ("redis::cluster_lifecycle".to_string(), 300.0),
+        ]);
+        order(&mut jobs, &previous);
+        let labels: Vec<_> = jobs.iter().map(|j| j.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "redis::bin kubectl_redis",
+                "redis::cluster_lifecycle",
+                "kit::lib"
+            ]
+        );
+    }
+
+    #[test]
+    fn recorded_times_round_trip() {
+        let dir = std::env::temp_dir().join(format!("testrun-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("times.tsv");
+        fs::write(
+            &f,
+            "redis::bin kubectl_redis\t1.5\nkit::lib\t20.0\nbroken line\n",
+        )
+        .unwrap();
+        let t = read_times(&f);
+        assert_eq!(t.get("redis::bin kubectl_redis"), Some(&1.5));
+        assert_eq!(t.get("kit::lib"), Some(&20.0));
+        assert_eq!(t.len(), 2);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
