@@ -28,6 +28,8 @@ pub const NODES: [&str; 3] = ["kwok-node-0", "kwok-node-1", "kwok-node-2"];
 pub struct User {
     pub client: Client,
     pub ns: String,
+    /// The registry's URL (the state includes what it holds).
+    pub registry: String,
 }
 
 fn phase(s: &CocoonSet) -> Option<CocoonSetPhase> {

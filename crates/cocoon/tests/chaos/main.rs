@@ -15,6 +15,7 @@ mod flow;
 mod invariants;
 mod state;
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,8 +23,8 @@ use std::time::{Duration, Instant};
 use kube::Api;
 use kube::runtime::watcher;
 use serde_json::Value;
-use testenv::chaos::scenario::{self, Launch, OperatorUnderTest, RateMeter, RunReport};
-use testenv::chaos::{Observer, Violations};
+use testenv::chaos::scenario::{self, Launch, OperatorUnderTest, RunReport};
+use testenv::chaos::{Bounds, Flow, Observer, Violations, drive};
 use testenv::registry::RegistryServer;
 use tokio_util::sync::CancellationToken;
 use vksim::{SimConfig, Simulator};
@@ -32,19 +33,21 @@ const OPERATOR_SA: &str = "cocoon-operator";
 const DEPLOY_NAMESPACE: &str = "cocoon-system";
 /// The seeds the test suite runs (the soak runs many more).
 const SUITE_SEEDS: &[u64] = &[1];
-/// How long the converged operator is watched for a hot loop.
-const QUIET_WINDOW: Duration = Duration::from_secs(10);
-/// Hot-loop bound once converged, requests per second (reads and writes; watches excluded).
-/// A converged operator renews its Lease (a GET and a PUT every 2 s: 1/s) and polls a set
-/// only while it waits on the VM side (none is waiting once converged); a re-established
-/// watch may cost one more pass. A requeue loop runs at tens per second.
-const QUIET_BOUND: f64 = 2.5;
-/// Hot-loop bound during the run, over any 5 s window: sets waiting on vk-cocoon are polled
-/// every few seconds and every transition costs a pass of reads and a few writes; a
-/// reconcile that requeues itself without waiting runs at hundreds.
-const PEAK_BOUND: f64 = 80.0;
-/// How long the state may take to converge once the faults stop.
-const CONVERGE: Duration = Duration::from_secs(120);
+/// The scenario's limits.
+const BOUNDS: Bounds = Bounds {
+    quiet_window: Duration::from_secs(10),
+    // Once converged, requests per second (reads and writes; watches excluded). A converged
+    // operator renews its Lease (a GET and a PUT every 2 s: 1/s) and polls a set only while it
+    // waits on the VM side (none is waiting once converged); a re-established watch may cost
+    // one more pass. A requeue loop runs at tens per second.
+    quiet: 2.5,
+    // During the run, over any 5 s window: sets waiting on vk-cocoon are polled every few
+    // seconds and every transition costs a pass of reads and a few writes; a reconcile that
+    // requeues itself without waiting runs at hundreds.
+    peak: 80.0,
+    converge: Duration::from_secs(120),
+    teardown: flow::STEP,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lifecycle_converges_under_faults_and_kills() {
@@ -149,6 +152,24 @@ async fn start_operator(w: &World, seed: Option<u64>) -> anyhow::Result<Operator
     OperatorUnderTest::start(&w.admin, launch).await
 }
 
+impl Flow for flow::User {
+    fn run(&self) -> impl Future<Output = anyhow::Result<()>> {
+        flow::run(self)
+    }
+    fn capture(&self) -> impl Future<Output = anyhow::Result<Value>> {
+        state::capture(&self.client, &self.ns, &self.registry)
+    }
+    fn settled(&self, state: &Value) -> bool {
+        flow::settled(state)
+    }
+    fn teardown(&self) -> impl Future<Output = anyhow::Result<()>> {
+        flow::teardown(self)
+    }
+    fn leftovers(&self) -> impl Future<Output = anyhow::Result<Vec<(&'static str, String)>>> {
+        flow::leftovers(self)
+    }
+}
+
 async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Option<Value>) {
     let started = Instant::now();
     let mut w = world(seed)
@@ -159,70 +180,21 @@ async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Opt
     let mut op = start_operator(&w, seed)
         .await
         .expect("the operator process");
-    let meter = RateMeter::start(op.proxy.clone());
-    op.supervise(scenario::kills(seed, 0));
+    let registry = w.registry.url();
     let user = flow::User {
         client: w.admin.clone(),
         ns: w.ns.name.clone(),
+        registry: registry.clone(),
     };
-    if let Err(e) = flow::run(&user).await {
-        violations.record("progress", format!("{e:#}"));
-    }
-
-    // Faults and kills stop; the state must become the fault-free run's.
-    op.calm().await;
-    let calm = op.last_disturbance();
-    let registry = w.registry.url();
-    let capture = || state::capture(&w.admin, &w.ns.name, &registry);
-    let converged = scenario::converge(capture, baseline.as_deref(), flow::settled, CONVERGE).await;
-    let (final_state, converge_secs, quiet) = match converged {
-        Ok(c) => {
-            let secs = c.at.saturating_duration_since(calm).as_secs_f64();
-            let quiet = scenario::quiet_rate(&op.proxy, QUIET_WINDOW).await;
-            if quiet > QUIET_BOUND {
-                violations.record(
-                    "hot_loop",
-                    format!("{quiet:.2} requests/s while converged (bound {QUIET_BOUND})"),
-                );
-            }
-            if let Ok(after) = state::capture(&w.admin, &w.ns.name, &registry).await
-                && after != c.state
-            {
-                let d = scenario::diff(&c.state, &after);
-                violations.record("state_drifted", d.join("; "));
-            }
-            (Some(c.state), Some(secs), quiet)
-        }
-        Err(last) => {
-            let detail = match (&baseline, &last) {
-                (Some(b), Some(l)) => scenario::diff(b, l).join("; "),
-                _ => format!("never settled; last state {last:?}"),
-            };
-            violations.record("final_state", detail);
-            (None, None, 0.0)
-        }
-    };
-
-    // Deletion, under faults and kills again, then calm: nothing may be left.
-    op.proxy.set_rates(scenario::plan(seed).rates);
-    op.supervise(scenario::kills(seed, 1));
-    if let Err(e) = flow::teardown(&user).await {
-        violations.record("progress", format!("teardown: {e:#}"));
-    }
-    let _ = testenv::eventually("deletion under chaos", Duration::from_secs(20), || async {
-        flow::leftovers(&user).await.ok().filter(Vec::is_empty)
-    })
+    let driven = drive(
+        &mut op,
+        &user,
+        seed,
+        baseline.as_deref(),
+        &violations,
+        BOUNDS,
+    )
     .await;
-    op.calm().await;
-    let gone = testenv::eventually("every object and child gone", flow::STEP, || async {
-        flow::leftovers(&user).await.ok().filter(Vec::is_empty)
-    })
-    .await;
-    if gone.is_err() {
-        for (invariant, what) in flow::leftovers(&user).await.unwrap_or_default() {
-            violations.record(invariant, what);
-        }
-    }
     let Watching {
         obs,
         prober: (stop, task),
@@ -232,36 +204,13 @@ async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Opt
     invariants::snapshots(&stores, &w.admin, &w.ns.name, &registry, &violations).await;
     stop.cancel();
     let _ = task.await;
-    let peak = meter.peak();
-    meter.stop().await;
-    if peak > PEAK_BOUND {
-        violations.record(
-            "hot_loop",
-            format!("{peak:.1} requests/s over 5 s (bound {PEAK_BOUND})"),
-        );
-    }
     obs.stop().await;
     if let Some(sim) = w.sim.take() {
         sim.stop().await;
     }
-    let log = op.log().display().to_string();
-    let traffic = op.proxy.traffic();
-    let faults = op.proxy.counts();
-    let supervised = op.stop().await;
-    let report = RunReport {
-        operator: "cocoon".into(),
-        scenario: "lifecycle".into(),
-        seed,
-        faults: faults.into_iter().map(|(k, n)| (k.to_owned(), n)).collect(),
-        kills: supervised.kills,
-        exits: supervised.exits,
-        requests: traffic.calls(),
-        peak_rate: peak,
-        quiet_rate: quiet,
-        converge_secs,
-        duration_secs: started.elapsed().as_secs_f64(),
-        violations: violations.all(),
-        log,
-    };
-    (report, final_state)
+    let state = driven.final_state.clone();
+    let report = driven
+        .finish(op, ("cocoon", "lifecycle", seed), started, &violations)
+        .await;
+    (report, state)
 }

@@ -2,10 +2,12 @@
 //! ([`proxy`]), the seeded plan that decides each request's fault ([`plan`]), the harness
 //! that SIGKILLs and restarts the operator under test ([`harness`]), what a scenario is run
 //! with ([`scenario`]: seeds, the operator behind the proxy, violations, request rates, the
-//! run's report), continuous invariant checks over watch caches ([`observe`]) and the soak
+//! run's report), the steps every run shares ([`drive`]: the user's flow under chaos,
+//! convergence, deletion, the hot-loop checks), continuous invariant checks over watch caches ([`observe`]) and the soak
 //! table ([`report`]). docs/testing.md explains how scenarios use them and how to replay a
 //! failing seed.
 
+pub mod drive;
 pub mod harness;
 pub mod observe;
 pub mod plan;
@@ -13,6 +15,7 @@ pub mod proxy;
 pub mod report;
 pub mod scenario;
 
+pub use drive::{Bounds, Driven, Flow, drive};
 pub use harness::{KillSchedule, Operator, Supervised};
 pub use observe::Observer;
 pub use plan::{Class, Fault, Plan, Rates};
