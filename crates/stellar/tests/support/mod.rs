@@ -135,6 +135,7 @@ pub fn start_controllers() {
                     its.clone(),
                     stellar::transport::Options {
                         wds_name: WDS.to_owned(),
+                        limits: Default::default(),
                     },
                 );
                 tokio::spawn(async move {
