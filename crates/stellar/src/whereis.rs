@@ -8,7 +8,7 @@
 //!   rows too. Without Bindings (no WDS kubeconfig) only the ManifestWorks speak.
 //! - Applied/Available are the per-manifest conditions the agent reports in
 //!   `status.resourceStatus`, else the ManifestWork's own, else `Unknown`.
-//! - Rows are sorted by object, Binding, WEC.
+//! - Rows are sorted by namespace, object, Binding, WEC.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,7 +22,9 @@ use crate::ocm::ManifestWork;
 /// One line of `stellar where`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Row {
-    /// `resource[.group] [namespace/]name`.
+    /// The object's namespace (`-` when cluster-scoped).
+    pub namespace: String,
+    /// `resource[.group]/name`.
     pub object: String,
     /// The Binding (= BindingPolicy) name.
     pub binding: String,
@@ -39,18 +41,20 @@ pub struct Row {
 // (group, resource, namespace, name)
 type ObjKey = (String, String, String, String);
 
-fn label(k: &ObjKey) -> String {
+// (namespace or `-`, `resource[.group]/name`)
+fn label(k: &ObjKey) -> (String, String) {
     let (g, r, ns, n) = k;
     let gr = if g.is_empty() {
         r.clone()
     } else {
         format!("{r}.{g}")
     };
-    if ns.is_empty() {
-        format!("{gr} {n}")
+    let ns = if ns.is_empty() {
+        "-".into()
     } else {
-        format!("{gr} {ns}/{n}")
-    }
+        ns.clone()
+    };
+    (ns, format!("{gr}/{n}"))
 }
 
 /// A display plural for a kind the agent has not reported a resource for yet.
@@ -161,8 +165,10 @@ pub fn rows(bindings: &[Binding], works: &[ManifestWork]) -> Vec<Row> {
                 let (work, applied, available) = landed
                     .remove(&key)
                     .unwrap_or_else(|| ("-".into(), "Pending".into(), "Pending".into()));
+                let (namespace, object) = label(&obj);
                 out.insert(Row {
-                    object: label(&obj),
+                    namespace,
+                    object,
                     binding: name.clone(),
                     wec: d.cluster_id.clone(),
                     work,
@@ -173,8 +179,10 @@ pub fn rows(bindings: &[Binding], works: &[ManifestWork]) -> Vec<Row> {
         }
     }
     for ((obj, binding, wec), (work, applied, available)) in landed {
+        let (namespace, object) = label(&obj);
         out.insert(Row {
-            object: label(&obj),
+            namespace,
+            object,
             binding,
             wec,
             work,
@@ -212,6 +220,7 @@ pub async fn fetch(
 /// `rows` as an aligned table.
 pub fn table(rows: &[Row]) -> String {
     let head = Row {
+        namespace: "NAMESPACE".into(),
         object: "OBJECT".into(),
         binding: "BINDING".into(),
         wec: "WEC".into(),
@@ -221,7 +230,8 @@ pub fn table(rows: &[Row]) -> String {
     };
     let all: Vec<&Row> = std::iter::once(&head).chain(rows).collect();
     let w = |f: fn(&Row) -> &str| all.iter().map(|r| f(r).len()).max().unwrap_or(0);
-    let (wo, wb, ww, wm, wa) = (
+    let (wn, wo, wb, ww, wm, wa) = (
+        w(|r| &r.namespace),
         w(|r| &r.object),
         w(|r| &r.binding),
         w(|r| &r.wec),
@@ -231,8 +241,8 @@ pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     for r in all {
         s.push_str(&format!(
-            "{:<wo$}  {:<wb$}  {:<ww$}  {:<wm$}  {:<wa$}  {}\n",
-            r.object, r.binding, r.wec, r.work, r.applied, r.available
+            "{:<wn$}  {:<wo$}  {:<wb$}  {:<ww$}  {:<wm$}  {:<wa$}  {}\n",
+            r.namespace, r.object, r.binding, r.wec, r.work, r.applied, r.available
         ));
     }
     s

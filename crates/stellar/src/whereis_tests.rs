@@ -63,7 +63,16 @@ fn each_object_per_destination_with_its_work_and_conditions() {
     ];
     let got: Vec<(String, String, String, String, String, String)> = rows(&[binding()], &works)
         .into_iter()
-        .map(|r| (r.object, r.binding, r.wec, r.work, r.applied, r.available))
+        .map(|r| {
+            (
+                format!("{} {}", r.namespace, r.object),
+                r.binding,
+                r.wec,
+                r.work,
+                r.applied,
+                r.available,
+            )
+        })
         .collect();
     let row = |o: &str, b: &str, w: &str, m: &str, a: &str, v: &str| {
         (
@@ -79,7 +88,23 @@ fn each_object_per_destination_with_its_work_and_conditions() {
         got,
         [
             row(
-                "configmaps demo/c",
+                "- namespaces/demo",
+                "bp",
+                "wec1",
+                "bp-wds1-0",
+                "True",
+                "True"
+            ),
+            row(
+                "- namespaces/demo",
+                "bp",
+                "wec2",
+                "uid-ns",
+                "Unknown",
+                "Unknown"
+            ),
+            row(
+                "demo configmaps/c",
                 "gone",
                 "wec2",
                 "old",
@@ -87,7 +112,7 @@ fn each_object_per_destination_with_its_work_and_conditions() {
                 "Unknown"
             ),
             row(
-                "deployments.apps demo/web",
+                "demo deployments.apps/web",
                 "bp",
                 "wec1",
                 "bp-wds1-0",
@@ -95,26 +120,17 @@ fn each_object_per_destination_with_its_work_and_conditions() {
                 "False"
             ),
             row(
-                "deployments.apps demo/web",
+                "demo deployments.apps/web",
                 "bp",
                 "wec2",
                 "-",
                 "Pending",
                 "Pending"
             ),
-            row("namespaces demo", "bp", "wec1", "bp-wds1-0", "True", "True"),
-            row(
-                "namespaces demo",
-                "bp",
-                "wec2",
-                "uid-ns",
-                "Unknown",
-                "Unknown"
-            ),
         ]
     );
     let t = table(&rows(&[binding()], &works));
-    assert!(t.starts_with("OBJECT"), "{t}");
+    assert!(t.starts_with("NAMESPACE"), "{t}");
     assert_eq!(t.lines().count(), 6);
 }
 

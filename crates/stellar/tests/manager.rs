@@ -7,7 +7,6 @@ mod support;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -20,7 +19,7 @@ use stellar::ocm::ManifestWork;
 use support::{ITS, WDS2, create, unique, until};
 use testenv::spaces;
 
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A `stellar` child process, its stderr in a file; killed when dropped.
 struct Proc {
@@ -185,7 +184,7 @@ async fn wec_maps(wec: &Client, ns: &str) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn several_objects_per_manifest_work_with_upstreams_limits() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let (wds, its, wec1) = setup().await;
     let wec2 = support::client("wec2").await;
     let _cm = Proc::manager(
@@ -266,11 +265,15 @@ async fn several_objects_per_manifest_work_with_upstreams_limits() {
         .expect("stellar where");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.starts_with("OBJECT"), "{text}");
+    assert!(text.starts_with("NAMESPACE"), "{text}");
     for c in &small {
+        let object = format!("configmaps/{c}");
         let line = text
             .lines()
-            .find(|l| l.starts_with(&format!("configmaps {ns}/{c} ")) && l.contains(&name))
+            .find(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() == 7 && cols[0] == ns && cols[1] == object && cols[2] == name
+            })
             .unwrap_or_else(|| panic!("no row for {c}: {text}"));
         assert!(
             line.contains("wec1") && line.contains(&format!("{name}-{WDS2}-")),
@@ -363,7 +366,7 @@ async fn deployment(wds: &Client, ns: &str, name: &str) {
 
 #[tokio::test]
 async fn returned_status_is_cleared_after_a_restart() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let (wds, _its, _wec1) = setup().await;
     let ns = unique("restart");
     namespace(&wds, &ns).await;
@@ -446,7 +449,7 @@ async fn holder(leases: &Api<Lease>, name: &str) -> Option<(String, i32)> {
 
 #[tokio::test]
 async fn two_controller_managers_one_leader_and_the_standby_takes_over() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let (wds, its, _wec1) = setup().await;
     let lease = unique("cm-lease");
     let flags = [
