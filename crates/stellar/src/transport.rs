@@ -453,6 +453,99 @@ async fn binding_objects(
     (out, failed)
 }
 
+// A ManifestWork to write: (WEC, name, spec, digest, the current one).
+type Write = (String, String, Value, String, Option<Arc<ManifestWork>>);
+
+// What one destination of a Binding needs.
+#[derive(Default)]
+struct Planned {
+    keep: Vec<(String, String)>,
+    writes: Vec<Write>,
+    errors: Vec<String>,
+}
+
+// The ManifestWorks `wec` should have for the Binding `name` (UID `uid`): expanded per WEC,
+// wrapped, compared by digest with `existing`.
+fn plan_destination(
+    ctx: &Ctx,
+    name: &str,
+    uid: &str,
+    wec: &str,
+    objects: &[(Item, String, Value)],
+    existing: &BTreeMap<(String, String), Arc<ManifestWork>>,
+) -> Planned {
+    let limits = ctx.opts.limits;
+    let mut out = Planned::default();
+    let mut wrapees = Vec::new();
+    let mut failed = Vec::new();
+    for (it, obj_uid, obj) in objects {
+        let (group, _, resource, ns, obj_name) = &it.key;
+        let content = if t::wants_expansion(obj) {
+            match t::expand(obj, &properties_of(ctx, wec)) {
+                Ok(o) => o,
+                Err(errs) => {
+                    for e in errs {
+                        out.errors
+                            .push(format!("{resource} {ns}/{obj_name} for {wec}: {e}"));
+                    }
+                    failed.push(obj_uid.clone());
+                    continue;
+                }
+            }
+        } else {
+            obj.clone()
+        };
+        wrapees.push(w::Wrapee {
+            obj: content,
+            group: group.clone(),
+            resource: resource.clone(),
+            uid: obj_uid.clone(),
+            create_only: it.create_only,
+        });
+    }
+    if !failed.is_empty() {
+        // The previous copy stays on the WEC: with one object per ManifestWork only the
+        // failing object's; with several, the destination's whole set (re-sharding without
+        // the object would remove it).
+        if limits.max_num == 1 {
+            for u in &failed {
+                let mw = t::manifest_work_name(uid, &ctx.opts.wds_name, u);
+                out.keep.push((wec.to_owned(), mw));
+            }
+        } else {
+            out.keep
+                .extend(existing.keys().filter(|(ns, _)| ns == wec).cloned());
+            return out;
+        }
+    }
+    let wrapped = w::wrap(&wrapees, name, uid, &ctx.opts.wds_name, limits);
+    for (i, size) in wrapped.too_big {
+        let o = &wrapees[i].obj;
+        out.errors.push(format!(
+            "{} {}/{} is {size} bytes of JSON, more than the transport's --max-size-wrapped {}; it is not delivered",
+            wrapees[i].resource,
+            o["metadata"]["namespace"].as_str().unwrap_or_default(),
+            o["metadata"]["name"].as_str().unwrap_or_default(),
+            limits.max_size
+        ));
+    }
+    for shard in wrapped.shards {
+        let key = (wec.to_owned(), shard.name.clone());
+        out.keep.push(key.clone());
+        let hash = t::content_hash(&shard.spec);
+        let current = existing.get(&key).cloned();
+        if current
+            .as_ref()
+            .is_some_and(|mw| mw.annotations().get(HASH_ANNOTATION) == Some(&hash))
+        {
+            continue;
+        }
+        out.writes
+            .push((wec.to_owned(), shard.name, shard.spec, hash, current));
+    }
+    out
+}
+
 async fn sync_binding(
     ctx: &Ctx,
     b: &Binding,
@@ -492,76 +585,13 @@ async fn sync_binding(
         .iter()
         .filter(|_| !read_failed || limits.max_num == 1)
     {
-        let wec = &d.cluster_id;
-        let mut wrapees = Vec::new();
-        let mut failed = Vec::new();
-        for (it, obj_uid, obj) in &objects {
-            let (group, _, resource, ns, obj_name) = &it.key;
-            let content = if t::wants_expansion(obj) {
-                match t::expand(obj, &properties_of(ctx, wec)) {
-                    Ok(o) => o,
-                    Err(errs) => {
-                        for e in errs {
-                            binding_errors
-                                .push(format!("{resource} {ns}/{obj_name} for {wec}: {e}"));
-                        }
-                        failed.push(obj_uid.clone());
-                        continue;
-                    }
-                }
-            } else {
-                obj.clone()
-            };
-            wrapees.push(w::Wrapee {
-                obj: content,
-                group: group.clone(),
-                resource: resource.clone(),
-                uid: obj_uid.clone(),
-                create_only: it.create_only,
-            });
-        }
-        if !failed.is_empty() {
-            // The previous copy stays on the WEC: with one object per ManifestWork only the
-            // failing object's; with several, the destination's whole set (re-sharding
-            // without the object would remove it).
-            if limits.max_num == 1 {
-                for u in &failed {
-                    keep.insert((
-                        wec.clone(),
-                        t::manifest_work_name(&uid, &ctx.opts.wds_name, u),
-                    ));
-                }
-            } else {
-                keep.extend(existing.keys().filter(|(ns, _)| ns == wec).cloned());
-                continue;
+        let p = plan_destination(ctx, &name, &uid, &d.cluster_id, &objects, &existing);
+        keep.extend(p.keep);
+        writes.extend(p.writes);
+        for e in p.errors {
+            if !binding_errors.contains(&e) {
+                binding_errors.push(e);
             }
-        }
-        let wrapped = w::wrap(&wrapees, &name, &uid, &ctx.opts.wds_name, limits);
-        for (i, size) in wrapped.too_big {
-            let o = &wrapees[i].obj;
-            let msg = format!(
-                "{} {}/{} is {size} bytes of JSON, more than the transport's --max-size-wrapped {}; it is not delivered",
-                wrapees[i].resource,
-                o["metadata"]["namespace"].as_str().unwrap_or_default(),
-                o["metadata"]["name"].as_str().unwrap_or_default(),
-                limits.max_size
-            );
-            if !binding_errors.contains(&msg) {
-                binding_errors.push(msg);
-            }
-        }
-        for shard in wrapped.shards {
-            let key = (wec.clone(), shard.name.clone());
-            keep.insert(key.clone());
-            let hash = t::content_hash(&shard.spec);
-            let current = existing.get(&key).cloned();
-            if current
-                .as_ref()
-                .is_some_and(|mw| mw.annotations().get(HASH_ANNOTATION) == Some(&hash))
-            {
-                continue;
-            }
-            writes.push((wec.clone(), shard.name, shard.spec, hash, current));
         }
     }
     let name_ref = &name;
