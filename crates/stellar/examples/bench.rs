@@ -3,9 +3,13 @@
 //! WEC as processes of their own (release build).
 //!
 //! ```sh
-//! cargo run --release -p stellar --example bench            # 1000 objects, 100 changes
-//! STELLAR_BENCH_OBJECTS=300 STELLAR_BENCH_CHANGES=50 STELLAR_BENCH_WRAP=50 cargo run ...
+//! cargo build --release -p stellar --bin stellar --example bench
+//! target/release/examples/bench                  # 1000 objects, 100 changes, one per ManifestWork
+//! STELLAR_BENCH_OBJECTS=300 STELLAR_BENCH_CHANGES=50 STELLAR_BENCH_WRAP=50 target/release/examples/bench
 //! ```
+//!
+//! The `stellar` binary next to the example's directory is used (built by the same command,
+//! so with the same dependency features); without it, it is built.
 //!
 //! Reports: time from policy creation until every object is on every WEC; per change (one
 //! ConfigMap's data edited in the WDS) the time until the new data is on every WEC, p50/p99;
@@ -199,7 +203,15 @@ async fn main() -> anyhow::Result<()> {
         if up.reused { "reused" } else { "started" },
         up.took
     );
-    let bin: PathBuf = build_binary("stellar", "stellar")?;
+    let sibling = std::env::current_exe()?
+        .parent()
+        .and_then(|examples| examples.parent())
+        .map(|dir| dir.join("stellar"));
+    let bin: PathBuf = match sibling {
+        Some(b) if b.exists() => b,
+        _ => build_binary("stellar", "stellar")?,
+    };
+    println!("  stellar binary: {}", bin.display());
     let dir = std::env::temp_dir().join(format!("stellar-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let kc = |s: &str| spaces::kubeconfig(s).display().to_string();
@@ -227,44 +239,6 @@ async fn main() -> anyhow::Result<()> {
         &spaces::kubeconfig("wds1"),
         &dir.join("controller-manager.log"),
     )?];
-    for w in WECS {
-        let out = std::process::Command::new(&bin)
-            .args([
-                "register",
-                "--its-kubeconfig",
-                &kc("its1"),
-                "--cluster-name",
-                w,
-            ])
-            .args([
-                "--label",
-                "location-group=edge",
-                "--label",
-                &format!("name={w}"),
-            ])
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "register {w}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        procs.push(Operator::spawn(
-            &format!("agent-{w}"),
-            &bin,
-            &[
-                "agent".into(),
-                "--its-kubeconfig".into(),
-                kc("its1"),
-                "--wec-kubeconfig".into(),
-                kc(w),
-                "--cluster-name".into(),
-                w.into(),
-            ],
-            &[("RUST_LOG".into(), "stellar=warn".into())],
-            &spaces::kubeconfig(w),
-            &dir.join(format!("agent-{w}.log")),
-        )?);
-    }
     // Wait for the CRDs the controller-manager installs.
     let policies = kube::api::Api::<kube::api::DynamicObject>::all_with(
         wds.clone(),
@@ -285,6 +259,47 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
 
+    for w in WECS {
+        // Retried until the controller-manager has installed the ITS's CRDs.
+        testenv::bench::poll_until(
+            &format!("registering {w}"),
+            Duration::from_secs(120),
+            Duration::from_millis(500),
+            || {
+                let bin = bin.clone();
+                let its = kc("its1");
+                async move {
+                    let out = std::process::Command::new(&bin)
+                        .args(["register", "--its-kubeconfig", &its, "--cluster-name", w])
+                        .args([
+                            "--label",
+                            "location-group=edge",
+                            "--label",
+                            &format!("name={w}"),
+                        ])
+                        .output()?;
+                    Ok(out.status.success())
+                }
+            },
+        )
+        .await?;
+        procs.push(Operator::spawn(
+            &format!("agent-{w}"),
+            &bin,
+            &[
+                "agent".into(),
+                "--its-kubeconfig".into(),
+                kc("its1"),
+                "--wec-kubeconfig".into(),
+                kc(w),
+                "--cluster-name".into(),
+                w.into(),
+            ],
+            &[("RUST_LOG".into(), "stellar=warn".into())],
+            &spaces::kubeconfig(w),
+            &dir.join(format!("agent-{w}.log")),
+        )?);
+    }
     // Watches on every WEC.
     let changed = Arc::new(Notify::new());
     let mut seens = Vec::new();
