@@ -18,7 +18,9 @@
 //!   built-in transforms, then every CustomTransform of its group/resource, then (when the
 //!   object asks) per-WEC template expansion with the WEC's properties. CreateOnly objects get
 //!   a `CreateOnly` manifest config.
-//! - Writes and deletes of one Binding's ManifestWorks run up to 8 at once.
+//! - Writes and deletes of one Binding's ManifestWorks run up to 8 at once; writes that take
+//!   an object out of a ManifestWork run after the others, and deletes last, so an object
+//!   moving between ManifestWorks is handed over on the WEC, not deleted and re-created.
 //! - A template error for one destination is recorded in the Binding's `status.errors` and
 //!   leaves that destination's existing ManifestWork as it is (the previous copy stays on the
 //!   WEC, as upstream documents; upstream's code deleted it); with several objects per
@@ -453,6 +455,37 @@ async fn binding_objects(
     (out, failed)
 }
 
+// Whether writing `spec` over `current` takes out an object `current` carries.
+fn loses_objects(current: Option<&ManifestWork>, spec: &Value) -> bool {
+    let id = |m: &Value| {
+        (
+            m["apiVersion"].as_str().unwrap_or_default().to_owned(),
+            m["kind"].as_str().unwrap_or_default().to_owned(),
+            m["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            m["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    };
+    let Some(current) = current else {
+        return false;
+    };
+    let new: BTreeSet<_> = spec["workload"]["manifests"]
+        .as_array()
+        .map(|a| a.iter().map(id).collect())
+        .unwrap_or_default();
+    current
+        .spec
+        .workload
+        .manifests
+        .iter()
+        .any(|m| !new.contains(&id(m)))
+}
+
 // A ManifestWork to write: (WEC, name, spec, digest, the current one).
 type Write = (String, String, Value, String, Option<Arc<ManifestWork>>);
 
@@ -594,24 +627,34 @@ async fn sync_binding(
             }
         }
     }
+    // Writes that take an object out of a ManifestWork go after every other write, so the
+    // agent (which sees the mailbox in write order) knows the object's new ManifestWork when
+    // it prunes, and hands it over instead of deleting it.
+    let (losing, gaining): (Vec<Write>, Vec<Write>) = writes
+        .into_iter()
+        .partition(|(_, _, spec, _, current)| loses_objects(current.as_deref(), spec));
     let name_ref = &name;
-    let written: Vec<Result<(), TransportError>> = futures::stream::iter(writes)
-        .map(|(wec, mw_name, spec, hash, current)| async move {
-            write_work(
-                ctx,
-                name_ref,
-                generation,
-                &wec,
-                &mw_name,
-                spec,
-                &hash,
-                current.as_ref(),
-            )
-            .await
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+    let mut written: Vec<Result<(), TransportError>> = Vec::new();
+    for phase in [gaining, losing] {
+        let done: Vec<Result<(), TransportError>> = futures::stream::iter(phase)
+            .map(|(wec, mw_name, spec, hash, current)| async move {
+                write_work(
+                    ctx,
+                    name_ref,
+                    generation,
+                    &wec,
+                    &mw_name,
+                    spec,
+                    &hash,
+                    current.as_ref(),
+                )
+                .await
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        written.extend(done);
+    }
     errors.extend(written.into_iter().filter_map(Result::err));
     let stale: Vec<Arc<ManifestWork>> = existing
         .iter()

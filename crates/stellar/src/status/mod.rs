@@ -340,6 +340,9 @@ async fn pass(
             continue;
         };
         let clearing = status.is_none();
+        if clearing && !returned.contains(&key) {
+            continue; // never returned status to it (its labels say so): nothing to clear, no GET
+        }
         match write(wds, &key, status, label).await {
             Ok(()) if clearing => {
                 returned.remove(&key);
