@@ -189,11 +189,12 @@ pub fn run() -> anyhow::Result<()> {
     println!("--- where it landed (stellar where)");
     let out = Command::new(&bin)
         .args(["where", "--its-kubeconfig", &kc("its1")])
+        .args(["--wds-kubeconfig", &kc("wds1")])
         .output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     for line in text
         .lines()
-        .filter(|l| l.starts_with("BINDING") || l.starts_with("nginx-demo "))
+        .filter(|l| l.starts_with("NAMESPACE") || l.split_whitespace().nth(2) == Some("nginx-demo"))
     {
         println!("{line}");
     }

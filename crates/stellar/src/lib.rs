@@ -13,6 +13,7 @@
 pub mod agent;
 pub mod api;
 pub mod binding;
+pub mod elect;
 pub mod hub;
 pub mod names;
 pub mod ocm;
@@ -20,6 +21,7 @@ pub mod run;
 mod schema;
 pub mod status;
 pub mod transport;
+pub mod whereis;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 

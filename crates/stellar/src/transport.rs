@@ -1,8 +1,13 @@
-//! The transport (WDS → ITS): for every Binding, one ManifestWork per selected object per
-//! destination, in the destination's mailbox namespace of the ITS.
+//! The transport (WDS → ITS): for every Binding, the selected objects wrapped into
+//! ManifestWorks per destination (one object each by default), in the destination's mailbox
+//! namespace of the ITS.
 //!
 //! Contract (one debounced, level-triggered [`pass`] over every Binding; watches only wake it):
-//! - Name `<Binding UID>-<WDS name>-<object UID>`; labels
+//! - Wrapping ([`Options::limits`], upstream's `--max-num-wrapped` / `--max-size-wrapped`):
+//!   `stellar_core::wrap`. With one object per ManifestWork the name is
+//!   `<Binding UID>-<WDS name>-<object UID>`, otherwise `<Binding name>-<WDS name>-<shard>`.
+//!   An object bigger than the size limit is named in the Binding's `status.errors` and not
+//!   delivered. Labels
 //!   `transport.kubestellar.io/originOwnerReferenceBindingKey=<Binding>` and
 //!   `transport.kubestellar.io/originWdsName=<WDS>`; annotation
 //!   `…/originOwnerReferenceBindingGeneration` (the Binding generation of the last content
@@ -13,10 +18,14 @@
 //!   built-in transforms, then every CustomTransform of its group/resource, then (when the
 //!   object asks) per-WEC template expansion with the WEC's properties. CreateOnly objects get
 //!   a `CreateOnly` manifest config.
-//! - Writes and deletes of one Binding's ManifestWorks run up to 8 at once.
+//! - Writes and deletes of one Binding's ManifestWorks run up to 8 at once; writes that take
+//!   an object out of a ManifestWork run after the others, and deletes last, so an object
+//!   moving between ManifestWorks is handed over on the WEC, not deleted and re-created.
 //! - A template error for one destination is recorded in the Binding's `status.errors` and
 //!   leaves that destination's existing ManifestWork as it is (the previous copy stays on the
-//!   WEC, as upstream documents; upstream's code deleted it). A failing destination (e.g. no
+//!   WEC, as upstream documents; upstream's code deleted it); with several objects per
+//!   ManifestWork, every ManifestWork of that destination stays as it is. An object that
+//!   cannot be read keeps every ManifestWork of the Binding as it is. A failing destination (e.g. no
 //!   mailbox namespace) is logged and retried; it never blocks the others.
 //! - ManifestWorks no longer wanted (object or destination gone) are deleted; a Binding being
 //!   deleted has every ManifestWork of it deleted (in every namespace, not only current
@@ -39,6 +48,7 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 use stellar_core::transport as t;
+use stellar_core::wrap as w;
 use tokio::sync::Notify;
 
 use crate::api::{Binding, CustomTransform};
@@ -53,6 +63,8 @@ pub const HASH_ANNOTATION: &str = "transport.flotilla.dev/content-hash";
 pub struct Options {
     /// The WDS's name (the `originWdsName` label and part of every ManifestWork name).
     pub wds_name: String,
+    /// How many objects, and how many bytes of them, one ManifestWork carries.
+    pub limits: w::Limits,
 }
 
 /// A write or read of the transport failed.
@@ -413,6 +425,160 @@ fn properties_of(ctx: &Ctx, wec: &str) -> BTreeMap<String, String> {
     t::properties(wec, &labels, &annotations, &data)
 }
 
+// The Binding's objects as read and transformed (WEC-independent), in Binding order, and
+// whether some could not be read.
+async fn binding_objects(
+    ctx: &Ctx,
+    b: &Binding,
+    transforms: &BTreeMap<(String, String), Vec<Vec<String>>>,
+    errors: &mut Vec<TransportError>,
+) -> (Vec<(Item, String, Value)>, bool) {
+    let mut out = Vec::new();
+    let mut failed = false;
+    for it in items(b) {
+        let Cached { uid, mut obj, .. } = match read_object(ctx, &it).await {
+            Ok(Some(c)) => c,
+            Ok(None) => continue, // gone: the binding controller drops it next
+            Err(e) => {
+                errors.push(e);
+                failed = true;
+                continue;
+            }
+        };
+        if let Some(paths) = transforms.get(&(it.key.0.clone(), it.key.2.clone())) {
+            for p in paths {
+                t::remove_path(&mut obj, p);
+            }
+        }
+        out.push((it, uid, obj));
+    }
+    (out, failed)
+}
+
+// Whether writing `spec` over `current` takes out an object `current` carries.
+fn loses_objects(current: Option<&ManifestWork>, spec: &Value) -> bool {
+    let id = |m: &Value| {
+        (
+            m["apiVersion"].as_str().unwrap_or_default().to_owned(),
+            m["kind"].as_str().unwrap_or_default().to_owned(),
+            m["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            m["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    };
+    let Some(current) = current else {
+        return false;
+    };
+    let new: BTreeSet<_> = spec["workload"]["manifests"]
+        .as_array()
+        .map(|a| a.iter().map(id).collect())
+        .unwrap_or_default();
+    current
+        .spec
+        .workload
+        .manifests
+        .iter()
+        .any(|m| !new.contains(&id(m)))
+}
+
+// A ManifestWork to write: (WEC, name, spec, digest, the current one).
+type Write = (String, String, Value, String, Option<Arc<ManifestWork>>);
+
+// What one destination of a Binding needs.
+#[derive(Default)]
+struct Planned {
+    keep: Vec<(String, String)>,
+    writes: Vec<Write>,
+    errors: Vec<String>,
+}
+
+// The ManifestWorks `wec` should have for the Binding `name` (UID `uid`): expanded per WEC,
+// wrapped, compared by digest with `existing`.
+fn plan_destination(
+    ctx: &Ctx,
+    name: &str,
+    uid: &str,
+    wec: &str,
+    objects: &[(Item, String, Value)],
+    existing: &BTreeMap<(String, String), Arc<ManifestWork>>,
+) -> Planned {
+    let limits = ctx.opts.limits;
+    let mut out = Planned::default();
+    let mut wrapees = Vec::new();
+    let mut failed = Vec::new();
+    for (it, obj_uid, obj) in objects {
+        let (group, _, resource, ns, obj_name) = &it.key;
+        let content = if t::wants_expansion(obj) {
+            match t::expand(obj, &properties_of(ctx, wec)) {
+                Ok(o) => o,
+                Err(errs) => {
+                    for e in errs {
+                        out.errors
+                            .push(format!("{resource} {ns}/{obj_name} for {wec}: {e}"));
+                    }
+                    failed.push(obj_uid.clone());
+                    continue;
+                }
+            }
+        } else {
+            obj.clone()
+        };
+        wrapees.push(w::Wrapee {
+            obj: content,
+            group: group.clone(),
+            resource: resource.clone(),
+            uid: obj_uid.clone(),
+            create_only: it.create_only,
+        });
+    }
+    if !failed.is_empty() {
+        // The previous copy stays on the WEC: with one object per ManifestWork only the
+        // failing object's; with several, the destination's whole set (re-sharding without
+        // the object would remove it).
+        if limits.max_num == 1 {
+            for u in &failed {
+                let mw = t::manifest_work_name(uid, &ctx.opts.wds_name, u);
+                out.keep.push((wec.to_owned(), mw));
+            }
+        } else {
+            out.keep
+                .extend(existing.keys().filter(|(ns, _)| ns == wec).cloned());
+            return out;
+        }
+    }
+    let wrapped = w::wrap(&wrapees, name, uid, &ctx.opts.wds_name, limits);
+    for (i, size) in wrapped.too_big {
+        let o = &wrapees[i].obj;
+        out.errors.push(format!(
+            "{} {}/{} is {size} bytes of JSON, more than the transport's --max-size-wrapped {}; it is not delivered",
+            wrapees[i].resource,
+            o["metadata"]["namespace"].as_str().unwrap_or_default(),
+            o["metadata"]["name"].as_str().unwrap_or_default(),
+            limits.max_size
+        ));
+    }
+    for shard in wrapped.shards {
+        let key = (wec.to_owned(), shard.name.clone());
+        out.keep.push(key.clone());
+        let hash = t::content_hash(&shard.spec);
+        let current = existing.get(&key).cloned();
+        if current
+            .as_ref()
+            .is_some_and(|mw| mw.annotations().get(HASH_ANNOTATION) == Some(&hash))
+        {
+            continue;
+        }
+        out.writes
+            .push((wec.to_owned(), shard.name, shard.spec, hash, current));
+    }
+    out
+}
+
 async fn sync_binding(
     ctx: &Ctx,
     b: &Binding,
@@ -439,77 +605,56 @@ async fn sync_binding(
     let mut keep: BTreeSet<(String, String)> = BTreeSet::new();
     let mut binding_errors = Vec::new();
     let mut writes = Vec::new();
-    for it in items(b) {
-        let Cached {
-            uid: obj_uid, obj, ..
-        } = match read_object(ctx, &it).await {
-            Ok(Some(c)) => c,
-            Ok(None) => continue, // gone: the binding controller drops it next
-            Err(e) => {
-                // Keep what is delivered until the object can be read again.
-                errors.push(e);
-                keep.extend(existing.keys().cloned());
-                continue;
+    let limits = ctx.opts.limits;
+    let (objects, read_failed) = binding_objects(ctx, b, transforms, errors).await;
+    if read_failed {
+        // Keep what is delivered until every object can be read again (with several objects
+        // per ManifestWork, writing without one would take it off the WECs).
+        keep.extend(existing.keys().cloned());
+    }
+    for d in b
+        .spec
+        .destinations
+        .iter()
+        .filter(|_| !read_failed || limits.max_num == 1)
+    {
+        let p = plan_destination(ctx, &name, &uid, &d.cluster_id, &objects, &existing);
+        keep.extend(p.keep);
+        writes.extend(p.writes);
+        for e in p.errors {
+            if !binding_errors.contains(&e) {
+                binding_errors.push(e);
             }
-        };
-        let (group, _, resource, _, _) = &it.key;
-        let mut obj = obj;
-        if let Some(paths) = transforms.get(&(group.clone(), resource.clone())) {
-            for p in paths {
-                t::remove_path(&mut obj, p);
-            }
-        }
-        let mw_name = t::manifest_work_name(&uid, &ctx.opts.wds_name, &obj_uid);
-        for d in &b.spec.destinations {
-            let wec = &d.cluster_id;
-            let key = (wec.clone(), mw_name.clone());
-            keep.insert(key.clone());
-            let content = if t::wants_expansion(&obj) {
-                match t::expand(&obj, &properties_of(ctx, wec)) {
-                    Ok(o) => o,
-                    Err(errs) => {
-                        for e in errs {
-                            binding_errors.push(format!(
-                                "{resource} {}/{} for {wec}: {e}",
-                                it.key.3, it.key.4
-                            ));
-                        }
-                        continue; // the previous ManifestWork (if any) stays
-                    }
-                }
-            } else {
-                obj.clone()
-            };
-            let spec = t::manifest_work_spec(&content, group, resource, it.create_only);
-            let hash = t::content_hash(&spec);
-            let current = existing.get(&key).cloned();
-            if current
-                .as_ref()
-                .is_some_and(|mw| mw.annotations().get(HASH_ANNOTATION) == Some(&hash))
-            {
-                continue;
-            }
-            writes.push((wec.clone(), mw_name.clone(), spec, hash, current));
         }
     }
+    // Writes that take an object out of a ManifestWork go after every other write, so the
+    // agent (which sees the mailbox in write order) knows the object's new ManifestWork when
+    // it prunes, and hands it over instead of deleting it.
+    let (losing, gaining): (Vec<Write>, Vec<Write>) = writes
+        .into_iter()
+        .partition(|(_, _, spec, _, current)| loses_objects(current.as_deref(), spec));
     let name_ref = &name;
-    let written: Vec<Result<(), TransportError>> = futures::stream::iter(writes)
-        .map(|(wec, mw_name, spec, hash, current)| async move {
-            write_work(
-                ctx,
-                name_ref,
-                generation,
-                &wec,
-                &mw_name,
-                spec,
-                &hash,
-                current.as_ref(),
-            )
-            .await
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+    let mut written: Vec<Result<(), TransportError>> = Vec::new();
+    for phase in [gaining, losing] {
+        let done: Vec<Result<(), TransportError>> = futures::stream::iter(phase)
+            .map(|(wec, mw_name, spec, hash, current)| async move {
+                write_work(
+                    ctx,
+                    name_ref,
+                    generation,
+                    &wec,
+                    &mw_name,
+                    spec,
+                    &hash,
+                    current.as_ref(),
+                )
+                .await
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        written.extend(done);
+    }
     errors.extend(written.into_iter().filter_map(Result::err));
     let stale: Vec<Arc<ManifestWork>> = existing
         .iter()

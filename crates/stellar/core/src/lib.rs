@@ -8,3 +8,4 @@ pub mod resolve;
 pub mod selector;
 pub mod status;
 pub mod transport;
+pub mod wrap;

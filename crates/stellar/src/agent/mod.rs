@@ -17,7 +17,8 @@
 //!   configured), `ReadOnly` (only checks existence; never owned).
 //! - The AppliedManifestWork's `status.appliedResources` lists what was applied (sorted);
 //!   resources a ManifestWork no longer carries are pruned: deleted (UID precondition) when
-//!   this AppliedManifestWork is their only one, else only disowned.
+//!   this AppliedManifestWork is their only one and no other live ManifestWork of the mailbox
+//!   carries them (a hand-over, e.g. re-sharding by the transport), else only disowned.
 //! - ManifestWork status: `Applied` and `Available` conditions and per-manifest
 //!   `resourceStatus` with `Applied`/`Available` conditions; written only when it changes.
 //! - A ManifestWork being deleted, or an AppliedManifestWork of this hub whose ManifestWork
@@ -630,6 +631,9 @@ async fn prune_resource(
         .collect();
     let decision = match prune(&owners, amw_uid) {
         Prune::Delete if orphan => Prune::Disown,
+        // Handed over (e.g. moved to another ManifestWork when the transport re-shards):
+        // the other ManifestWork's apply takes ownership; deleting would flap the object.
+        Prune::Delete if carried_elsewhere(ctx, r, amw_uid) => Prune::Disown,
         d => d,
     };
     match decision {
@@ -670,6 +674,35 @@ async fn prune_resource(
             }
         }
     }
+}
+
+// Whether a live ManifestWork of the mailbox other than the one `amw_uid` applies carries
+// the resource `r`.
+fn carried_elsewhere(ctx: &Ctx, r: &AppliedManifestResourceMeta, amw_uid: &str) -> bool {
+    let kinds: BTreeSet<String> = ctx
+        .kinds
+        .lock()
+        .expect("kinds lock")
+        .iter()
+        .filter(|((g, _, _), (ar, _))| g == &r.group && ar.plural == r.resource)
+        .map(|((_, _, k), _)| k.clone())
+        .collect();
+    ctx.works.state().iter().any(|mw| {
+        let mine = ctx
+            .applied
+            .get(&ObjectRef::new(&amw_name(&ctx.opts, &mw.name_any())))
+            .is_some_and(|a| a.uid().as_deref() == Some(amw_uid));
+        !mine
+            && mw.meta().deletion_timestamp.is_none()
+            && mw.spec.workload.manifests.iter().any(|m| {
+                let av = m["apiVersion"].as_str().unwrap_or_default();
+                let group = av.split_once('/').map_or("", |(g, _)| g);
+                group == r.group
+                    && kinds.contains(m["kind"].as_str().unwrap_or_default())
+                    && m["metadata"]["namespace"].as_str().unwrap_or_default() == r.namespace
+                    && m["metadata"]["name"].as_str().unwrap_or_default() == r.name
+            })
+    })
 }
 
 async fn retire(ctx: &Ctx, work: &str, mw: Option<&ManifestWork>) -> Result<(), AgentError> {

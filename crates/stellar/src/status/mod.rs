@@ -15,7 +15,8 @@
 //!   label `managed-by.kubestellar.io/multiwecstatus: "true"`.
 //! - Clear: `.status: {}` and both labels removed, only for objects carrying one of the labels
 //!   (objects this controller returned status to), including objects no Binding lists any
-//!   more (remembered in memory; see docs/stellar.md). Namespaces and CRDs are never written.
+//!   more: those are found at start from the labels themselves ([`marked`]) and remembered
+//!   from then on, so a restart loses nothing. Namespaces and CRDs are never written.
 //! - CombinedStatus (see [`combined`]): one per (object, BindingPolicy) whose merged
 //!   `statusCollectors` is not empty, named `<object UID>.<policy UID>`, in the object's
 //!   namespace (`kubestellar-report` for cluster-scoped objects), with upstream's five labels
@@ -25,6 +26,7 @@
 //! - Every write happens only when the stored value differs.
 
 mod combined;
+pub mod marked;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -131,8 +133,20 @@ pub async fn run(wds: Client, its: Client, opts: Options) -> anyhow::Result<()> 
         collectors,
         combined,
     };
+    // Objects returned status to before (this process or an earlier one): from their labels.
+    let mut delay = Duration::from_millis(200);
+    let mut returned = loop {
+        match marked::labelled(&wds).await {
+            Ok(m) => break m,
+            Err(e) => {
+                tracing::warn!(error = %e, "listing objects with returned status; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(10));
+            }
+        }
+    };
+    tracing::info!(objects = returned.len(), "objects with returned status");
     let mut backoff = Duration::from_millis(100);
-    let mut returned = BTreeSet::new();
     wake.notify_one();
     loop {
         wake.notified().await;
@@ -326,6 +340,9 @@ async fn pass(
             continue;
         };
         let clearing = status.is_none();
+        if clearing && !returned.contains(&key) {
+            continue; // never returned status to it (its labels say so): nothing to clear, no GET
+        }
         match write(wds, &key, status, label).await {
             Ok(()) if clearing => {
                 returned.remove(&key);

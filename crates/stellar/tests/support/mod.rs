@@ -18,12 +18,26 @@ pub const WDS: &str = "wds1";
 pub const ITS: &str = "its1";
 /// The WECs.
 pub const WECS: [&str; 2] = ["wec1", "wec2"];
+/// A second WDS, for tests that run the `stellar` controller-manager as a process of their own
+/// (in-process controllers of other test binaries serve [`WDS`]; they never touch this one).
+pub const WDS2: &str = "wds2";
+
+/// The topology every stellar test binary asks for (the same one, so none restarts the
+/// spaces under another): [`WDS`], [`ITS`], [`WECS`] and [`WDS2`].
+pub fn topology() -> Topology {
+    let mut t = Topology::standard(WECS.len());
+    t.spaces.push(spaces::SpaceSpec {
+        name: WDS2.into(),
+        role: spaces::Role::Wds,
+    });
+    t
+}
 
 static UP: OnceLock<Result<(), String>> = OnceLock::new();
 
 /// Starts (or reuses) the topology and panics with the reason when it cannot.
 pub fn ensure_spaces() {
-    let r = UP.get_or_init(|| match spaces::up(&Topology::standard(WECS.len())) {
+    let r = UP.get_or_init(|| match spaces::up(&topology()) {
         Ok(up) => {
             if !up.reused {
                 eprintln!("stellar tests: started the spaces in {:.1?}", up.took);
@@ -42,7 +56,7 @@ pub async fn client(space: &str) -> Client {
     ensure_spaces();
     let client = spaces::client(space).await.expect("space client");
     let crds = match space {
-        WDS => stellar::api::control_crds(),
+        WDS | WDS2 => stellar::api::control_crds(),
         ITS => {
             let mut c = stellar::ocm::hub_crds();
             c.push(stellar::api::work_status_crd());
@@ -135,6 +149,7 @@ pub fn start_controllers() {
                     its.clone(),
                     stellar::transport::Options {
                         wds_name: WDS.to_owned(),
+                        limits: Default::default(),
                     },
                 );
                 tokio::spawn(async move {
