@@ -307,3 +307,66 @@ async fn sentinel_fails_over_a_killed_primary_and_the_operator_follows_with_no_a
         samples.split
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_standalone_cluster_migrates_to_sentinel_mode_without_a_failover() {
+    let env = Env::on_process_nodes("rc-sentinel-mig", &[]).await;
+    env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
+        .await;
+    env.healthy("demo", 3).await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let writer = Writer::start(env.clusters(), pods.clone(), "demo", pw.clone(), 1);
+    writer.progress(100, T).await;
+    let sampler = Sampler::start(pods.clone(), "demo", pw.clone());
+    env.patch("demo", json!({"spec": {"mode": "sentinel"}}))
+        .await;
+    // The Sentinels come up seeded with the current primary; nothing moves.
+    let rc = env
+        .wait("demo", T, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.sentinel_ready_instances == 3
+                    && s.observed_generation == c.metadata.generation.unwrap_or_default()
+            })
+        })
+        .await;
+    assert_eq!(
+        rc.status.as_ref().expect("status").current_primary,
+        "demo-0"
+    );
+    sentinels_agree(&env, "demo-0").await;
+    writer.progress(100, T).await;
+    let writes = writer.finish().await;
+    let samples = sampler.finish().await;
+    let rc = env.clusters().get("demo").await.expect("cluster");
+    assert_eq!(
+        rc.status.as_ref().expect("status").current_primary,
+        "demo-0"
+    );
+    assert_eq!(masters(&rc), ["demo-0"]);
+    // The data pods were not restarted by the switch.
+    for p in ["demo-0", "demo-1", "demo-2"] {
+        let pod = pods.get(p).await.expect("pod");
+        let restarts: i32 = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .into_iter()
+            .flatten()
+            .map(|c| c.restart_count)
+            .sum();
+        assert_eq!(restarts, 0, "{p}");
+    }
+    let ip = env.pod_ip("demo-0").await.expect("ip");
+    let missing = data::missing(&ip, &pw, &writes.acked).await;
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged writes lost",
+        missing.len()
+    );
+    assert!(
+        samples.split.is_empty(),
+        "two instances took writes: {:?}",
+        samples.split
+    );
+}

@@ -60,6 +60,36 @@ pub async fn ask_all(ips: &[String], port: u16, name: &str, timeout: Duration) -
     futures::future::join_all(ips.iter().map(|ip| ask(ip, port, name, timeout))).await
 }
 
+/// How many replicas and other Sentinels the Sentinel at `ip:port` knows for master `name`
+/// (stale ones included), `None` when it does not say.
+pub async fn known(ip: &str, port: u16, name: &str, timeout: Duration) -> Option<(i64, i64)> {
+    let ask = async {
+        let mut c = Conn::tcp(&format!("{ip}:{port}"), timeout).await.ok()?;
+        let Value::Array(Some(kv)) = c.command(&["SENTINEL", "master", name]).await.ok()? else {
+            return None;
+        };
+        let field = |k: &str| {
+            kv.chunks(2)
+                .find(|p| p.len() == 2 && p[0].text().as_deref() == Some(k))
+                .and_then(|p| p[1].int())
+        };
+        Some((field("num-slaves")?, field("num-other-sentinels")?))
+    };
+    tokio::time::timeout(timeout, ask).await.ok().flatten()
+}
+
+/// Sends `SENTINEL RESET <name>` to the Sentinel at `ip:port`: it forgets the replicas and
+/// Sentinels it knows and rediscovers the live ones within seconds.
+pub async fn reset(ip: &str, port: u16, name: &str, timeout: Duration) -> Result<(), String> {
+    let mut c = Conn::tcp(&format!("{ip}:{port}"), timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    c.command(&["SENTINEL", "RESET", name])
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// Sends `SENTINEL SET <name> auth-pass <password>` to the Sentinel at `ip:port`.
 pub async fn set_auth_pass(
     ip: &str,

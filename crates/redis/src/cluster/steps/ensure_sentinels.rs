@@ -14,6 +14,10 @@
 //!   `targetPrimary` name it (written by `update_status` right after, with the role labels
 //!   following in `ensure_pods`), Event `SentinelFailoverFollowed`. Anything else is a wait,
 //!   said in `phaseReason` (the cluster is not `Healthy` meanwhile).
+//! - Stale entries: when everything agrees and the three Sentinels are Ready, a Sentinel that
+//!   knows more other Sentinels than there are, or more replicas than there are data pods
+//!   (a replaced pod's old address stays in its memory and would count in its failover
+//!   majority), gets `SENTINEL RESET <cluster>`, one Sentinel per pass (Event `SentinelReset`).
 //! - A `targetPrimary` naming another pod than `currentPrimary` (a `kubectl redis promote`)
 //!   is withdrawn with a Warning `SwitchoverNotSupported`: Sentinel owns the primary role.
 //! - Requeues soon while Sentinel and the status disagree.
@@ -146,7 +150,7 @@ async fn ensure_pods(pass: &mut Pass) -> Result<bool, WriteError> {
     Ok(moved)
 }
 
-async fn read_sentinels(pass: &Pass) -> Reading {
+async fn read_sentinels(pass: &Pass) -> (Reading, Vec<quorum::Answer>) {
     let ips: Vec<String> = pass
         .seen
         .sentinels
@@ -165,7 +169,43 @@ async fn read_sentinels(pass: &Pass) -> Reading {
         .iter()
         .filter_map(|m| Some((m.ip()?, m.name.as_str())))
         .collect();
-    quorum::read(&answers, |ip| data.contains_key(ip), QUORUM)
+    let reading = quorum::read(&answers, |ip| data.contains_key(ip), QUORUM);
+    (reading, answers)
+}
+
+/// Whether a Sentinel knowing `replicas` replicas and `others` other Sentinels holds stale
+/// entries, with `data_pods` data pods in the cluster (pure).
+pub fn stale(replicas: i64, others: i64, data_pods: usize) -> bool {
+    others > i64::from(SENTINELS - 1) || replicas > data_pods as i64 - 1
+}
+
+async fn reset_stale(pass: &Pass) -> bool {
+    let data_pods = pass.members.iter().filter(|m| m.pod.is_some()).count();
+    let port = names::SENTINEL_PORT as u16;
+    for (name, p) in &pass.seen.sentinels {
+        let Some(ip) = PodFacts::of(p, false).ip else {
+            continue;
+        };
+        let Some((replicas, others)) =
+            client::known(&ip, port, &pass.model.name, ASK_TIMEOUT).await
+        else {
+            continue;
+        };
+        if !stale(replicas, others, data_pods) {
+            continue;
+        }
+        match client::reset(&ip, port, &pass.model.name, ASK_TIMEOUT).await {
+            Ok(()) => {
+                let note = format!(
+                    "{name} knew {others} other Sentinels and {replicas} replicas for {data_pods} data pods; SENTINEL RESET"
+                );
+                pass.writer().event(false, "SentinelReset", note).await;
+            }
+            Err(e) => tracing::warn!(sentinel = %name, error = %e, "SENTINEL RESET failed"),
+        }
+        return true;
+    }
+    false
 }
 
 async fn withdraw_switchover(pass: &mut Pass) {
@@ -238,7 +278,7 @@ impl Step<Pass> for EnsureSentinels {
                 });
             }
             withdraw_switchover(pass).await;
-            let reading = read_sentinels(pass).await;
+            let (reading, answers) = read_sentinels(pass).await;
             let current = pass.model.status.current_primary.clone();
             let ready = ready_count(pass);
             let mut wait = match follow(&current, &reading, &pass.members) {
@@ -252,7 +292,9 @@ impl Step<Pass> for EnsureSentinels {
             if wait.is_none() && ready < SENTINELS {
                 wait = Some(format!("{ready} of {SENTINELS} Sentinels are Ready"));
             }
-            let soon = wait.is_some() || moved;
+            let settled = wait.is_none() && !moved && !quorum::failover_in_progress(&answers);
+            let reset = settled && reset_stale(pass).await;
+            let soon = wait.is_some() || moved || reset;
             pass.sentinel = wait;
             Ok(if soon {
                 Flow::delay(FAST * 2)
@@ -277,6 +319,24 @@ mod tests {
             ip: ip.into(),
             port: 6379,
             votes: 2,
+        }
+    }
+
+    #[test]
+    fn stale_entries_are_more_than_there_are() {
+        let cases = [
+            (2, 2, 3, false),
+            (1, 2, 2, false),
+            (3, 2, 3, true),
+            (2, 3, 3, true),
+            (0, 0, 1, false),
+        ];
+        for (replicas, others, pods, want) in cases {
+            assert_eq!(
+                stale(replicas, others, pods),
+                want,
+                "{replicas} {others} {pods}"
+            );
         }
     }
 
