@@ -34,3 +34,4 @@ pub mod quantity;
 pub mod run;
 pub mod schedule;
 pub mod scheduled_backup;
+pub mod sentinel;

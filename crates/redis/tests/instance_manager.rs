@@ -192,6 +192,7 @@ impl Env {
     fn settings(&self, ordinal: u8) -> Settings {
         let i = self.dir.join(format!("i{ordinal}"));
         let flags = InstanceFlags {
+            role: redis::instance::InstanceRole::Data,
             cluster_name: CLUSTER.into(),
             pod_name: format!("{CLUSTER}-{ordinal}"),
             pod_namespace: self.ns.name.clone(),

@@ -11,6 +11,8 @@
 //!    and token; the resourceVersions of the referenced Secrets.
 //! 3. `ensure_services`: `-leader`, `-replica`, `-any`; the connection Secret.
 //! 4. `poll_instances`: every data pod's instance manager over HTTPS, at once.
+//!    (Sentinel mode: `ensure_sentinels`, the Sentinel pods and Service, and following the
+//!    Sentinels' answer instead of failing over.)
 //! 5. `update_status`: the pods plan, phase, conditions and per-instance status (written only
 //!    when it differs).
 //! 6. `handle_primary`: failover, switchover, fencing and the Lease ([`handoff`]).
@@ -80,6 +82,9 @@ pub struct Pass {
     pub plan: Option<plan::Plan>,
     /// What the handoff does or waits for.
     pub handoff: Option<String>,
+    /// Sentinel mode: what following the Sentinels waits for, in words (after
+    /// `ensure_sentinels`).
+    pub sentinel: Option<String>,
     /// What the cluster's passes remember.
     pub memory: Memory,
 }
@@ -132,6 +137,7 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(steps::ensure_secrets::EnsureSecrets)
         .step(steps::ensure_services::EnsureServices)
         .step(steps::poll_instances::PollInstances)
+        .step(steps::ensure_sentinels::EnsureSentinels)
         .step(steps::update_status::UpdateStatus)
         .step(steps::handle_primary::HandlePrimary)
         .step(steps::finish_replica_promotion::FinishReplicaPromotion)
@@ -184,6 +190,7 @@ pub async fn reconcile(rc: Arc<RedisCluster>, r: Arc<Reconciler>) -> Result<Acti
         blocked: None,
         plan: None,
         handoff: None,
+        sentinel: None,
     };
     let report = r.pipeline.run(&mut pass).await;
     ctx.remember(&uid, pass.memory.clone());

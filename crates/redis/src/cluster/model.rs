@@ -73,6 +73,11 @@ pub enum Invalid {
     /// `mode: cluster` (admission rejects it; an object from before the rule may still have it).
     #[error("cluster mode is reserved and not supported yet; use standalone or sentinel")]
     ClusterMode,
+    /// Sentinel mode with TLS: the Sentinels would need TLS to reach the data pods.
+    #[error(
+        "sentinel mode with tlsSecret/caSecret is not supported yet: the Sentinels do not speak TLS to the data pods; use standalone mode for TLS"
+    )]
+    SentinelTls,
     /// No namespace or UID (never the case for a stored object).
     #[error("the RedisCluster has no {0}")]
     Incomplete(&'static str),
@@ -123,6 +128,11 @@ impl Model {
     pub fn of(rc: &RedisCluster) -> Result<Model, Invalid> {
         if rc.spec.mode == ClusterMode::Cluster {
             return Err(Invalid::ClusterMode);
+        }
+        if rc.spec.mode == ClusterMode::Sentinel
+            && (rc.spec.tls_secret.is_some() || rc.spec.ca_secret.is_some())
+        {
+            return Err(Invalid::SentinelTls);
         }
         let namespace = rc.namespace().ok_or(Invalid::Incomplete("namespace"))?;
         let uid = rc.uid().ok_or(Invalid::Incomplete("uid"))?;
@@ -261,5 +271,22 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(err, Invalid::ClusterMode);
+    }
+
+    #[test]
+    fn sentinel_mode_with_tls_is_invalid_until_sentinels_speak_tls() {
+        let err = Model::of(&rc(
+            serde_json::json!({}),
+            serde_json::json!({"mode": "sentinel", "instances": 3, "storage": {"size": "1Gi"},
+                "tlsSecret": {"name": "t"}, "caSecret": {"name": "c"}}),
+        ))
+        .unwrap_err();
+        assert_eq!(err, Invalid::SentinelTls);
+        let ok = Model::of(&rc(
+            serde_json::json!({}),
+            serde_json::json!({"mode": "sentinel", "instances": 3, "storage": {"size": "1Gi"}}),
+        ))
+        .expect("valid");
+        assert!(ok.sentinel());
     }
 }

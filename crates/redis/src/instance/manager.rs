@@ -405,7 +405,18 @@ impl Loop {
         );
         let primary = self.inst.primary_addr(&view).await;
         let ready = projected.as_ref().map(drop).map_err(Clone::clone);
-        match decide::boot(&s.pod, &view, &primary, s.port, ready) {
+        let decision = if cluster.spec.mode == crate::crd::ClusterMode::Sentinel {
+            // Sentinel owns the primary role: its quorum decides (sentinel_boot).
+            match super::sentinel_boot::sight(&self.inst).await {
+                Ok(sight) => {
+                    super::sentinel_boot::decide(&s.pod, &view, &primary, s.port, ready, &sight)
+                }
+                Err(e) => decide::Boot::Wait(format!("cannot see the Sentinels: {e}")),
+            }
+        } else {
+            decide::boot(&s.pod, &view, &primary, s.port, ready)
+        };
+        match decision {
             decide::Boot::Wait(reason) => {
                 self.wait(reason);
                 Ok(())
@@ -536,7 +547,21 @@ impl Loop {
         let primary = inst.primary_addr(&view).await;
         let hold = inst.state().hold;
         let s = &inst.settings;
-        let (action, hold) = decide::running(&s.pod, &view, &primary, s.port, &info, hold);
+        let (action, hold) = if cluster.spec.mode == crate::crd::ClusterMode::Sentinel {
+            // Sentinel promotes and re-points instances itself; the manager only fences.
+            match &view.fencing {
+                Fencing::Fenced => (
+                    Action::Stop(format!(
+                        "fenced: {} is listed in the fencing annotation",
+                        s.pod
+                    )),
+                    hold,
+                ),
+                _ => (Action::Nothing(None), None),
+            }
+        } else {
+            decide::running(&s.pod, &view, &primary, s.port, &info, hold)
+        };
         inst.update(|st| st.hold = hold);
         match action {
             Action::Stop(reason) => {

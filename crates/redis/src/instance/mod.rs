@@ -45,6 +45,8 @@ pub mod resp;
 pub mod restore;
 pub mod s3;
 pub mod secrets;
+pub mod sentinel;
+pub mod sentinel_boot;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -60,6 +62,10 @@ use crate::names;
 #[derive(Args, Clone, Debug, PartialEq, Eq)]
 #[command(about = "Run the instance manager of a Redis data pod")]
 pub struct InstanceFlags {
+    /// What this pod runs: `data` (redis-server, the data pods) or `sentinel` (Redis
+    /// Sentinel, the Sentinel pods of sentinel mode).
+    #[arg(long, env = "INSTANCE_ROLE", value_enum, default_value = "data")]
+    pub role: InstanceRole,
     /// The RedisCluster this pod belongs to.
     #[arg(long, env = "CLUSTER_NAME")]
     pub cluster_name: String,
@@ -116,6 +122,16 @@ pub struct InstanceFlags {
     /// Log level (a tracing filter).
     #[arg(long, env = "LOG_LEVEL")]
     pub log_level: Option<String>,
+}
+
+/// What an instance manager runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InstanceRole {
+    /// A data pod: redis-server.
+    #[default]
+    Data,
+    /// A Sentinel pod: Redis Sentinel ([`sentinel`]).
+    Sentinel,
 }
 
 /// Everything the instance manager is configured with.
@@ -227,5 +243,8 @@ pub async fn run(flags: InstanceFlags) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("building the Kubernetes client")?;
-    manager::run(settings, client, shutdown).await
+    match flags.role {
+        InstanceRole::Data => manager::run(settings, client, shutdown).await,
+        InstanceRole::Sentinel => sentinel::run(settings, client, shutdown).await,
+    }
 }

@@ -11,6 +11,7 @@ pub mod pod;
 pub mod pvc;
 pub mod rbac;
 pub mod secret;
+pub mod sentinel;
 pub mod service;
 
 use std::collections::BTreeMap;

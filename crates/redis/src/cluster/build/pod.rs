@@ -129,7 +129,7 @@ fn spec(m: &Model, s: &PodSettings, ordinal: i32) -> PodSpec {
     }
 }
 
-fn restricted() -> SecurityContext {
+pub(crate) fn restricted() -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         capabilities: Some(Capabilities {
@@ -140,7 +140,7 @@ fn restricted() -> SecurityContext {
     }
 }
 
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(crate) fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: name.into(),
         mount_path: path.into(),
@@ -149,7 +149,7 @@ fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     }
 }
 
-fn copy_manager(s: &PodSettings) -> Container {
+pub(crate) fn copy_manager(s: &PodSettings) -> Container {
     Container {
         name: COPY_CONTAINER.into(),
         image: Some(s.operator_image.clone()),
@@ -196,7 +196,7 @@ fn init_containers(m: &Model, s: &PodSettings, ordinal: i32) -> Vec<Container> {
     out
 }
 
-fn field_env(name: &str, path: &str) -> EnvVar {
+pub(crate) fn field_env(name: &str, path: &str) -> EnvVar {
     EnvVar {
         name: name.into(),
         value_from: Some(EnvVarSource {
@@ -210,7 +210,7 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
-fn https_probe(path: &str) -> Probe {
+pub(crate) fn https_probe(path: &str) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),
@@ -292,7 +292,7 @@ fn redis(m: &Model) -> Container {
     }
 }
 
-fn port(name: &str, port: i32) -> ContainerPort {
+pub(crate) fn port(name: &str, port: i32) -> ContainerPort {
     ContainerPort {
         name: Some(name.into()),
         container_port: port,
@@ -301,7 +301,7 @@ fn port(name: &str, port: i32) -> ContainerPort {
     }
 }
 
-fn secret_items(secret: &str, keys: &[(&str, String)]) -> VolumeProjection {
+pub(crate) fn secret_items(secret: &str, keys: &[(&str, String)]) -> VolumeProjection {
     VolumeProjection {
         secret: Some(SecretProjection {
             name: secret.into(),
@@ -349,7 +349,7 @@ fn projected(m: &Model) -> Vec<VolumeProjection> {
     out
 }
 
-fn secret_volume(name: &str, secret: String) -> Volume {
+pub(crate) fn secret_volume(name: &str, secret: String) -> Volume {
     Volume {
         name: name.into(),
         secret: Some(SecretVolumeSource {

@@ -5,6 +5,7 @@ pub mod ensure_global_resources;
 pub mod ensure_pods;
 pub mod ensure_pvcs;
 pub mod ensure_secrets;
+pub mod ensure_sentinels;
 pub mod ensure_services;
 pub mod finish_replica_promotion;
 pub mod handle_primary;

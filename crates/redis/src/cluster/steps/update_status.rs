@@ -17,7 +17,7 @@ use crate::cluster::apply::{WriteError, Writer};
 use crate::cluster::handoff::{self, Step as Handoff};
 use crate::cluster::model::Invalid;
 use crate::cluster::plan::{self, Plan};
-use crate::cluster::steps::handle_primary;
+use crate::cluster::steps::{self, handle_primary};
 use crate::cluster::{Pass, status};
 use crate::context::Context;
 use crate::crd::{ClusterPhase, PrimaryUpdateMethod, RedisCluster, RedisClusterStatus};
@@ -62,7 +62,7 @@ pub fn plan_of(pass: &Pass) -> Plan {
         .is_some_and(|x| x.pod.is_none());
     let hold = primary_pod_missing
         && (!stage_idle || inputs.automatic && handoff::candidate(&inputs).is_some());
-    plan::plan(&plan::Inputs {
+    let p = plan::plan(&plan::Inputs {
         members: &pass.members,
         instances: m.instances,
         current: &st.current_primary,
@@ -71,14 +71,34 @@ pub fn plan_of(pass: &Pass) -> Plan {
         hibernation: m.hibernation,
         hold_primary: hold,
         strategy: m.spec.primary_update_strategy,
-        method: if m.replica_mode {
+        method: if m.replica_mode || m.sentinel() {
             PrimaryUpdateMethod::Restart
         } else {
             m.spec.primary_update_method
         },
         approved: m.approved,
         frozen: frozen(pass),
-    })
+    });
+    if m.sentinel() {
+        sentinel_plan(p, &st.current_primary)
+    } else {
+        p
+    }
+}
+
+/// Sentinel mode never hands the primary role over itself (Sentinel owns it): a planned
+/// switchover (scale-down past the primary, a drain) becomes a graceful deletion of the
+/// primary's pod, which the plan asks for only while an in-sync replica can take over;
+/// Sentinel then fails over and the recreated pod joins as a replica.
+fn sentinel_plan(mut p: Plan, current: &str) -> Plan {
+    if let plan::Action::Switchover { why, .. } = p.action {
+        p.action = plan::Action::Delete {
+            pods: vec![current.to_owned()],
+            why,
+            primary: true,
+        };
+    }
+    p
 }
 
 /// In words, what the handoff would do now (for the phase reason).
@@ -144,7 +164,7 @@ pub fn desired(pass: &Pass) -> RedisClusterStatus {
         relabel: vec![],
         action: plan::Action::None,
     };
-    status::compute(&status::Inputs {
+    let mut st = status::compute(&status::Inputs {
         model: &pass.model,
         members: &pass.members,
         plan: pass.plan.as_ref().unwrap_or(&empty),
@@ -155,7 +175,19 @@ pub fn desired(pass: &Pass) -> RedisClusterStatus {
         dangling_pvc,
         resizing,
         now: pass.now,
-    })
+    });
+    if pass.model.sentinel() {
+        st.sentinel_ready_instances = steps::ensure_sentinels::ready_count(pass);
+        if let Some(why) = pass
+            .sentinel
+            .as_ref()
+            .filter(|_| st.phase == Some(ClusterPhase::Healthy))
+        {
+            st.phase = Some(ClusterPhase::Degraded);
+            st.phase_reason = why.clone();
+        }
+    }
+    st
 }
 
 /// Writes the status this pass computes; Events for a phase change.

@@ -1,0 +1,386 @@
+//! The instance manager of a Sentinel pod (`redis-operator instance --role=sentinel`): PID 1
+//! of the `sentinel` container, around a Redis Sentinel child.
+//!
+//! Contract:
+//! - Before the first start it needs a master to monitor: what the other Sentinels already
+//!   agree on (a data pod of this cluster), else `status.currentPrimary`'s pod IP; while
+//!   neither is known it waits, stays up and says why on `/readyz`.
+//! - `sentinel.conf` ([`crate::sentinel::conf`]) is written into the pod's emptyDir only when
+//!   it is not there: after a container restart Sentinel keeps the state it wrote itself
+//!   (epochs, the master after a failover, the known Sentinels and replicas).
+//! - Sentinel runs as `redis-sentinel <conf>` (argv[0] `redis-sentinel`, Debian's and the
+//!   image's way; `--redis-server` names the executable), bound to the pod IP on 26379.
+//! - Every `--resync` seconds: a changed password is given to Sentinel (`SENTINEL SET
+//!   <cluster> auth-pass`); Sentinel exiting by itself ends the manager with an error (the
+//!   container restarts); SIGTERM stops it (SIGTERM, SIGKILL after `--shutdown-grace`).
+//! - HTTPS on the pod IP:8080 with the instance API's certificate, only `/healthz` (200 while
+//!   the manager runs) and `/readyz` (200 when Sentinel answers and monitors the master).
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio_util::sync::CancellationToken;
+
+use super::Settings;
+use crate::crd::RedisCluster;
+use crate::https::{self, CertStore};
+use crate::names;
+use crate::sentinel::quorum::{self, Answer, Reading};
+use crate::sentinel::{CONF_FILE, client, conf};
+
+const API_TIMEOUT: Duration = Duration::from_secs(10);
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+struct Shared {
+    settings: Settings,
+    waiting: Mutex<Option<String>>,
+}
+
+fn port() -> u16 {
+    names::SENTINEL_PORT as u16
+}
+
+/// Runs the Sentinel pod's instance manager (see the module contract) until Sentinel exits
+/// or `shutdown`.
+pub async fn run(
+    settings: Settings,
+    client: kube::Client,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&settings.paths.data_dir)
+        .with_context(|| format!("creating {}", settings.paths.data_dir.display()))?;
+    let shared = Arc::new(Shared {
+        settings: settings.clone(),
+        waiting: Mutex::new(Some("starting".into())),
+    });
+    let serving = shutdown.child_token();
+    let server = serve(shared.clone(), serving.clone()).await?;
+    let result = supervise(&shared, &client, &shutdown).await;
+    serving.cancel();
+    let _ = server.await;
+    result
+}
+
+fn wait(shared: &Shared, reason: String) {
+    let mut w = shared.waiting.lock().unwrap_or_else(|p| p.into_inner());
+    if w.as_deref() != Some(reason.as_str()) {
+        tracing::info!(%reason, "Sentinel is not running");
+    }
+    *w = Some(reason);
+}
+
+async fn supervise(
+    shared: &Shared,
+    client: &kube::Client,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let s = &shared.settings;
+    let mut tick = tokio::time::interval(s.resync);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut child: Option<tokio::process::Child> = None;
+    let mut password = String::new();
+    loop {
+        let exited = async {
+            match child.as_mut() {
+                Some(c) => c.wait().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                if let Some(c) = child.as_mut() {
+                    stop(c, s.grace).await;
+                }
+                return Ok(());
+            }
+            status = exited => {
+                let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                anyhow::bail!("Sentinel exited ({status}); exiting so the container restarts");
+            }
+            _ = tick.tick() => {}
+        }
+        let cluster = match read_cluster(client, s).await {
+            Ok(c) => c,
+            Err(e) => {
+                if child.is_none() {
+                    wait(shared, e);
+                }
+                continue;
+            }
+        };
+        let now = match read_password(s, &cluster) {
+            Ok(p) => p,
+            Err(e) => {
+                if child.is_none() {
+                    wait(shared, e);
+                }
+                continue;
+            }
+        };
+        if child.is_none() {
+            match start(shared, client, &cluster, &now).await {
+                Ok(c) => {
+                    child = Some(c);
+                    password = now.clone();
+                    *shared.waiting.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                }
+                Err(Start::Wait(reason)) => wait(shared, reason),
+                Err(Start::Failed(e)) => return Err(e),
+            }
+        } else if now != password {
+            let ip = s.pod_ip.to_string();
+            match client::set_auth_pass(&ip, port(), &s.cluster, &now, ASK_TIMEOUT).await {
+                Ok(()) => {
+                    tracing::info!("gave Sentinel the rotated password (auth-pass)");
+                    password = now;
+                }
+                Err(e) => tracing::warn!(error = %e, "SENTINEL SET auth-pass failed; retrying"),
+            }
+        }
+    }
+}
+
+async fn read_cluster(client: &kube::Client, s: &Settings) -> Result<RedisCluster, String> {
+    let api: Api<RedisCluster> = Api::namespaced(client.clone(), &s.namespace);
+    match tokio::time::timeout(API_TIMEOUT, api.get(&s.cluster)).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(format!("reading RedisCluster {}: {e}", s.cluster)),
+        Err(_) => Err(format!("reading RedisCluster {}: no answer", s.cluster)),
+    }
+}
+
+fn read_password(s: &Settings, cluster: &RedisCluster) -> Result<String, String> {
+    let secret = super::secrets::auth_secret(&s.cluster, &cluster.spec);
+    let path = s.projected_dir.join(&secret).join(names::KEY_PASSWORD);
+    match std::fs::read_to_string(&path) {
+        Ok(p) if !p.trim().is_empty() => Ok(p.trim_end_matches(['\n', '\r']).to_owned()),
+        _ => Err(format!(
+            "the password ({}) is not projected yet",
+            path.display()
+        )),
+    }
+}
+
+enum Start {
+    Wait(String),
+    Failed(anyhow::Error),
+}
+
+/// The master to seed a new Sentinel with: what the other Sentinels say, else
+/// `currentPrimary`'s pod IP.
+async fn seed(
+    client: &kube::Client,
+    s: &Settings,
+    cluster: &RedisCluster,
+) -> Result<String, String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &s.namespace);
+    let lp = ListParams::default().labels(&format!("{}={}", names::LABEL_CLUSTER, s.cluster));
+    let list = tokio::time::timeout(API_TIMEOUT, pods.list(&lp))
+        .await
+        .map_err(|_| "listing the cluster's pods: no answer".to_owned())?
+        .map_err(|e| format!("listing the cluster's pods: {e}"))?;
+    let mut data = std::collections::BTreeMap::new();
+    let mut others = Vec::new();
+    for p in list.items {
+        let sentinel = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(names::LABEL_WORKLOAD))
+            .is_some_and(|w| w == names::workload::SENTINEL);
+        let (Some(name), Some(ip)) = (
+            p.metadata.name.clone(),
+            p.status
+                .and_then(|st| st.pod_ip)
+                .filter(|ip| !ip.is_empty()),
+        ) else {
+            continue;
+        };
+        if sentinel && name != s.pod {
+            others.push(ip);
+        } else if !sentinel && names::ordinal_of(&s.cluster, &name).is_some() {
+            data.insert(name, ip);
+        }
+    }
+    let answers: Vec<Answer> = client::ask_all(&others, port(), &s.cluster, ASK_TIMEOUT).await;
+    // The other Sentinels hold the current truth; one of them naming a data pod is enough
+    // to seed (this Sentinel learns the rest from their hello messages).
+    if let Reading::Agreed { ip, .. } =
+        quorum::read(&answers, |ip| data.values().any(|d| d == ip), 1)
+    {
+        return Ok(ip);
+    }
+    let current = cluster
+        .status
+        .as_ref()
+        .map(|st| st.current_primary.clone())
+        .unwrap_or_default();
+    if current.is_empty() {
+        return Err("status.currentPrimary is empty and no other Sentinel names a master".into());
+    }
+    data.get(&current).cloned().ok_or_else(|| {
+        format!("the primary's pod {current} has no IP yet and no other Sentinel names a master")
+    })
+}
+
+async fn start(
+    shared: &Shared,
+    client: &kube::Client,
+    cluster: &RedisCluster,
+    password: &str,
+) -> Result<tokio::process::Child, Start> {
+    let s = &shared.settings;
+    let path = s.paths.data_dir.join(CONF_FILE);
+    let kept = path.exists();
+    if kept {
+        tracing::info!(path = %path.display(), "keeping Sentinel's own state from before the restart");
+    } else {
+        let master = seed(client, s, cluster).await.map_err(Start::Wait)?;
+        let bind = s.pod_ip.to_string();
+        let dir = s.paths.data_dir.to_string_lossy().into_owned();
+        let text = conf::render(&conf::Input {
+            name: &s.cluster,
+            bind: &bind,
+            port: port(),
+            master_ip: &master,
+            master_port: names::REDIS_PORT as u16,
+            password,
+            dir: &dir,
+        });
+        write_private(&path, &text)
+            .with_context(|| format!("writing {}", path.display()))
+            .map_err(Start::Failed)?;
+        tracing::info!(%master, "seeded sentinel.conf");
+    }
+    let mut child = tokio::process::Command::new(&s.redis_server)
+        .arg0("redis-sentinel")
+        .arg(&path)
+        .arg("--sentinel")
+        .stdin(Stdio::null())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", s.redis_server.display()))
+        .map_err(Start::Failed)?;
+    let ip = s.pod_ip.to_string();
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Ok(mut c) =
+            crate::instance::resp::Conn::tcp(&format!("{ip}:{}", port()), ASK_TIMEOUT).await
+            && c.command(&["PING"]).await.is_ok()
+        {
+            break;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(Start::Failed(anyhow::anyhow!(
+                "Sentinel exited at start ({status})"
+            )));
+        }
+        if Instant::now() > deadline {
+            return Err(Start::Failed(anyhow::anyhow!(
+                "Sentinel did not answer within {START_TIMEOUT:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tracing::info!(pid = child.id().unwrap_or(0), "started Sentinel");
+    if kept
+        && let Err(e) = client::set_auth_pass(&ip, port(), &s.cluster, password, ASK_TIMEOUT).await
+    {
+        tracing::warn!(error = %e, "SENTINEL SET auth-pass failed");
+    }
+    Ok(child)
+}
+
+async fn stop(child: &mut tokio::process::Child, grace: Duration) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        tracing::warn!("Sentinel still running at the end of the grace period; SIGKILL");
+        let _ = child.kill().await;
+    }
+}
+
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+async fn serve(
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let dir = &shared.settings.api_tls_dir;
+    let r = |k: &str| {
+        std::fs::read_to_string(dir.join(k))
+            .with_context(|| format!("reading {}", dir.join(k).display()))
+    };
+    let store = Arc::new(CertStore::new(
+        &r(names::KEY_TLS_CRT)?,
+        &r(names::KEY_TLS_KEY)?,
+    )?);
+    let addr = shared.settings.http_addr;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let config = https::tls_config(store)?;
+    let router = Router::new()
+        .route(names::PATH_HEALTHZ, get(healthz))
+        .route(names::PATH_READYZ, get(readyz))
+        .with_state(shared);
+    tracing::info!(%addr, "serving /healthz and /readyz");
+    Ok(tokio::spawn(https::serve(listener, router, config, stop)))
+}
+
+async fn healthz() -> Response {
+    (StatusCode::OK, "ok").into_response()
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    let waiting = shared
+        .waiting
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let Some(why) = waiting {
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    }
+    let s = &shared.settings;
+    match client::ask(&s.pod_ip.to_string(), port(), &s.cluster, ASK_TIMEOUT).await {
+        Answer::Master { .. } => (StatusCode::OK, "ok").into_response(),
+        Answer::Unknown => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("Sentinel does not monitor {}", s.cluster),
+        )
+            .into_response(),
+        Answer::Unreachable(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("Sentinel does not answer: {e}"),
+        )
+            .into_response(),
+    }
+}

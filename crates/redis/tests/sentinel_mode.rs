@@ -1,0 +1,372 @@
+//! Sentinel mode with real Redis: the data pods and the three Sentinel pods run on the
+//! process-backed nodes (this build's instance manager, Debian's redis-server and Sentinel),
+//! the operator in this process under its own RBAC (deploy/redis). Sentinel drives the
+//! failover; the operator follows it.
+
+mod operator;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::ListParams;
+use nix::sys::signal::Signal;
+use operator::data::{self, Sampler, Writer};
+use operator::{Env, T};
+use redis::crd::{ClusterPhase, RedisCluster};
+use redis::instance::resp::{Conn, Value};
+use serde_json::json;
+use testenv::procnode;
+
+fn spec() -> serde_json::Value {
+    json!({"instances": 3, "mode": "sentinel", "storage": {"size": "1Gi"},
+        "connectionSecret": {"name": "demo-conn"}})
+}
+
+/// The Sentinel pods' IPs by name.
+async fn sentinels(env: &Env) -> BTreeMap<String, String> {
+    let lp = ListParams::default().labels("redis.io/cluster=demo,redis.io/workload=sentinel");
+    let list = env.api::<Pod>().list(&lp).await.expect("list sentinels");
+    list.items
+        .into_iter()
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            Some((name, p.status?.pod_ip.filter(|ip| !ip.is_empty())?))
+        })
+        .collect()
+}
+
+/// What one Sentinel says: the master's IP and, from `SENTINEL master`, the replicas and
+/// other Sentinels it knows.
+async fn ask(ip: &str) -> Option<(String, i64, i64)> {
+    let mut c = Conn::tcp(&format!("{ip}:26379"), Duration::from_secs(2))
+        .await
+        .ok()?;
+    let addr = c
+        .command(&["SENTINEL", "get-master-addr-by-name", "demo"])
+        .await
+        .ok()?;
+    let Value::Array(Some(parts)) = addr else {
+        return None;
+    };
+    let master = parts.first()?.text()?;
+    let Value::Array(Some(kv)) = c.command(&["SENTINEL", "master", "demo"]).await.ok()? else {
+        return None;
+    };
+    let field = |k: &str| {
+        kv.chunks(2)
+            .find(|p| p[0].text().as_deref() == Some(k))
+            .and_then(|p| p[1].int())
+    };
+    Some((master, field("num-slaves")?, field("num-other-sentinels")?))
+}
+
+/// Waits until the three Sentinels name `primary`'s IP and know 2 replicas and each other.
+async fn sentinels_agree(env: &Env, primary: &str) {
+    let ip = env.pod_ip(primary).await.expect("primary ip");
+    testenv::eventually("the three Sentinels agree", T, || async {
+        let s = sentinels(env).await;
+        if s.len() != 3 {
+            return None;
+        }
+        for sip in s.values() {
+            let (master, replicas, others) = ask(sip).await?;
+            if master != ip || replicas < 2 || others != 2 {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn masters(rc: &RedisCluster) -> Vec<String> {
+    rc.status
+        .iter()
+        .flat_map(|s| s.instances_status.iter())
+        .filter(|(_, i)| i.role == "master")
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+async fn healthy_with_sentinels(env: &Env) -> RedisCluster {
+    env.wait("demo", T, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.phase == Some(ClusterPhase::Healthy)
+                && s.ready_instances == 3
+                && s.sentinel_ready_instances == 3
+        })
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sentinel_cluster_comes_up_healthy_with_three_sentinels_agreeing_on_the_primary() {
+    let env = Env::on_process_nodes("rc-sentinel", &[]).await;
+    env.create("demo", spec()).await;
+    let rc = healthy_with_sentinels(&env).await;
+    let st = rc.status.clone().expect("status");
+    assert_eq!(st.current_primary, "demo-0");
+    assert_eq!(masters(&rc), ["demo-0"]);
+    sentinels_agree(&env, "demo-0").await;
+
+    // The Sentinel pods: labelled as upstream, never counted as data.
+    let names: Vec<String> = sentinels(&env).await.into_keys().collect();
+    assert_eq!(
+        names,
+        ["demo-sentinel-0", "demo-sentinel-1", "demo-sentinel-2"]
+    );
+    for n in &names {
+        let p = env.api::<Pod>().get(n).await.expect("sentinel pod");
+        let l = p.metadata.labels.expect("labels");
+        assert_eq!(l["redis.io/role"], "sentinel", "{n}");
+        assert_eq!(l["redis.io/workload"], "sentinel", "{n}");
+    }
+    assert!(!st.instances_status.keys().any(|k| k.contains("sentinel")));
+    // The Service clients ask Sentinel through.
+    let svc = env
+        .api::<Service>()
+        .get("demo-sentinel")
+        .await
+        .expect("svc");
+    let spec = svc.spec.expect("spec");
+    assert_eq!(spec.ports.expect("ports")[0].port, 26379);
+    assert_eq!(
+        spec.selector.expect("selector")["redis.io/role"],
+        "sentinel"
+    );
+    // The connection Secret names the Sentinels and the master name.
+    let conn = testenv::eventually("the connection secret", T, || async {
+        env.api::<Secret>().get("demo-conn").await.ok()?.data
+    })
+    .await
+    .expect("connection secret");
+    let text = |k: &str| String::from_utf8(conn[k].0.clone()).expect("utf-8");
+    assert_eq!(text("sentinel_port"), "26379");
+    assert_eq!(text("master_name"), "demo");
+    assert!(
+        text("sentinel_host").starts_with("demo-sentinel."),
+        "{}",
+        text("sentinel_host")
+    );
+    // The PDBs select data pods only (upstream's counted the Sentinels).
+    let pdbs = env
+        .api::<PodDisruptionBudget>()
+        .list(&ListParams::default())
+        .await
+        .expect("pdbs");
+    assert!(!pdbs.items.is_empty());
+    for p in pdbs.items {
+        let sel = p
+            .spec
+            .and_then(|s| s.selector)
+            .and_then(|s| s.match_labels)
+            .expect("labels");
+        assert_eq!(
+            sel.get("redis.io/workload").map(String::as_str),
+            Some("data")
+        );
+    }
+    // Replication works through what Sentinel monitors.
+    let pw = env.password("demo").await;
+    let ip = env.pod_ip("demo-0").await.expect("ip");
+    let mut c = data::connect(&ip, &pw).await.expect("primary");
+    c.command(&["SET", "hello", "sentinel"]).await.expect("SET");
+    assert_eq!(
+        c.command(&["WAIT", "2", "5000"]).await.expect("WAIT").int(),
+        Some(2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sentinel_fails_over_a_killed_primary_and_the_operator_follows_with_no_acknowledged_write_lost()
+ {
+    let env = Env::on_process_nodes("rc-sentinel-fo", &[]).await;
+    env.create("demo", spec()).await;
+    healthy_with_sentinels(&env).await;
+    sentinels_agree(&env, "demo-0").await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let writer = Writer::start(env.clusters(), pods.clone(), "demo", pw.clone(), 1);
+    writer.progress(200, T).await;
+    let sampler = Sampler::start(pods.clone(), "demo", pw.clone());
+
+    // The primary's container (instance manager and redis-server) is SIGKILLed whenever it
+    // runs: its first restart is immediate (and Sentinel, not having noticed, still names it,
+    // so it comes back as primary), later ones back off, so it stays down past Sentinel's
+    // down-after-milliseconds and Sentinel fails over.
+    let started = Instant::now();
+    let kills = AtomicU32::new(0);
+    let kill = || async {
+        if procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
+            .await
+            .is_ok()
+        {
+            kills.fetch_add(1, Ordering::SeqCst);
+        }
+    };
+    let rc = testenv::eventually(
+        "the operator follows Sentinel away from demo-0",
+        T,
+        || async {
+            let rc = env.clusters().get("demo").await.ok()?;
+            let current = rc.status.as_ref().map(|s| s.current_primary.clone());
+            if current
+                .as_deref()
+                .is_some_and(|c| !c.is_empty() && c != "demo-0")
+            {
+                return Some(rc);
+            }
+            kill().await;
+            None
+        },
+    )
+    .await
+    .expect("failover");
+    let failover = started.elapsed();
+    let promoted = rc.status.expect("status").current_primary;
+    assert!(
+        ["demo-1", "demo-2"].contains(&promoted.as_str()),
+        "{promoted}"
+    );
+    // The three Sentinels name it; -leader selects it; the role labels follow.
+    let new_ip = env.pod_ip(&promoted).await.expect("ip");
+    for sip in sentinels(&env).await.values() {
+        let (master, _, _) = ask(sip).await.expect("sentinel answers");
+        assert_eq!(master, new_ip, "Sentinel {sip}");
+    }
+    let leader = env
+        .api::<Service>()
+        .get("demo-leader")
+        .await
+        .expect("leader");
+    assert_eq!(
+        leader.spec.and_then(|s| s.selector).expect("selector")["redis.io/instance"],
+        promoted
+    );
+    let promoted_label = promoted.clone();
+    testenv::eventually("the role labels follow", T, || {
+        let (pods, promoted) = (pods.clone(), promoted_label.clone());
+        async move {
+            let role = |p: Pod| p.metadata.labels?.get("redis.io/role").cloned();
+            let new = role(pods.get(&promoted).await.ok()?)?;
+            let old = role(pods.get("demo-0").await.ok()?)?;
+            (new == "primary" && old == "replica").then_some(())
+        }
+    })
+    .await
+    .expect("labels");
+    // Writes go on against the new primary; the old one comes back as its replica.
+    writer.progress(200, T).await;
+    let rc = env
+        .wait("demo", T, move |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.ready_instances == 3
+                    && s.sentinel_ready_instances == 3
+                    && s.instances_status
+                        .get("demo-0")
+                        .is_some_and(|i| i.role == "slave" && i.master_link_status == "up")
+            })
+        })
+        .await;
+    assert_eq!(masters(&rc), std::slice::from_ref(&promoted));
+    writer.progress(100, T).await;
+    let writes = writer.finish().await;
+    let samples = sampler.finish().await;
+    let missing = data::missing(&new_ip, &pw, &writes.acked).await;
+    tracing::info!(
+        ?failover,
+        kills = kills.load(Ordering::SeqCst),
+        acked = writes.acked.len(),
+        errors = writes.errors,
+        longest_gap = ?writes.longest_gap,
+        rounds = samples.rounds,
+        "sentinel failover measured"
+    );
+    eprintln!(
+        "sentinel failover: currentPrimary moved after {failover:?}, longest gap between acknowledged writes {:?}, {} acknowledged, {} kills",
+        writes.longest_gap,
+        writes.acked.len(),
+        kills.load(Ordering::SeqCst)
+    );
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged writes lost: {:?}",
+        missing.len(),
+        writes.acked.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert!(samples.rounds > 10, "the sampler ran: {samples:?}");
+    assert!(
+        samples.split.is_empty(),
+        "two instances took writes: {:?}",
+        samples.split
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_standalone_cluster_migrates_to_sentinel_mode_without_a_failover() {
+    let env = Env::on_process_nodes("rc-sentinel-mig", &[]).await;
+    env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
+        .await;
+    env.healthy("demo", 3).await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let writer = Writer::start(env.clusters(), pods.clone(), "demo", pw.clone(), 1);
+    writer.progress(100, T).await;
+    let sampler = Sampler::start(pods.clone(), "demo", pw.clone());
+    env.patch("demo", json!({"spec": {"mode": "sentinel"}}))
+        .await;
+    // The Sentinels come up seeded with the current primary; nothing moves.
+    let rc = env
+        .wait("demo", T, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.sentinel_ready_instances == 3
+                    && s.observed_generation == c.metadata.generation.unwrap_or_default()
+            })
+        })
+        .await;
+    assert_eq!(
+        rc.status.as_ref().expect("status").current_primary,
+        "demo-0"
+    );
+    sentinels_agree(&env, "demo-0").await;
+    writer.progress(100, T).await;
+    let writes = writer.finish().await;
+    let samples = sampler.finish().await;
+    let rc = env.clusters().get("demo").await.expect("cluster");
+    assert_eq!(
+        rc.status.as_ref().expect("status").current_primary,
+        "demo-0"
+    );
+    assert_eq!(masters(&rc), ["demo-0"]);
+    // The data pods were not restarted by the switch.
+    for p in ["demo-0", "demo-1", "demo-2"] {
+        let pod = pods.get(p).await.expect("pod");
+        let restarts: i32 = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .into_iter()
+            .flatten()
+            .map(|c| c.restart_count)
+            .sum();
+        assert_eq!(restarts, 0, "{p}");
+    }
+    let ip = env.pod_ip("demo-0").await.expect("ip");
+    let missing = data::missing(&ip, &pw, &writes.acked).await;
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged writes lost",
+        missing.len()
+    );
+    assert!(
+        samples.split.is_empty(),
+        "two instances took writes: {:?}",
+        samples.split
+    );
+}
