@@ -151,6 +151,48 @@ async fn a_fresh_cluster_whose_restarted_primary_crashes_again_fails_over_to_an_
     assert!(failover < Duration::from_secs(120), "{failover:?}");
 }
 
+/// Killed right after the cluster is first Healthy, before anything was written: the replicas
+/// synchronised at offset 0 and hold everything there is, so one is promoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fresh_cluster_fails_over_before_its_first_write() {
+    let env = Env::on_process_nodes("rc-fresh-empty", &["--status-poll-seconds=5"]).await;
+    env.create("cache", sample()).await;
+    env.healthy("cache", 3).await;
+    let moved = testenv::eventually("a failover away from cache-0", T, || async {
+        let rc = env.clusters().get("cache").await.ok()?;
+        let current = rc.status.as_ref().map(|s| s.current_primary.clone());
+        if current.is_some_and(|c| !c.is_empty() && c != "cache-0") {
+            return Some(rc);
+        }
+        kill_redis(&env, "cache-0").await;
+        None
+    })
+    .await;
+    let rc = match moved {
+        Ok(rc) => rc,
+        Err(e) => {
+            let st = env
+                .clusters()
+                .get("cache")
+                .await
+                .ok()
+                .and_then(|c| c.status);
+            panic!("{e}; {:?}", st.map(|s| s.phase_reason))
+        }
+    };
+    let promoted = rc.status.expect("status").current_primary;
+    assert!(
+        ["cache-1", "cache-2"].contains(&promoted.as_str()),
+        "{promoted}"
+    );
+    env.wait("cache", T, |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(ClusterPhase::Healthy) && s.ready_instances == 3)
+    })
+    .await;
+}
+
 /// The sample names `backup-credentials`, which a new user has not created yet: the database
 /// runs without it (only backups read it), and a RedisBackup waits for it, saying so, until it
 /// exists.

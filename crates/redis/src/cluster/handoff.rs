@@ -402,9 +402,9 @@ fn rejection(i: &Inputs<'_>, m: &Member) -> Option<String> {
             r.replication_id
         ));
     }
-    if r.replication_offset <= 0 {
-        return Some("it has no replication offset".into());
-    }
+    // Offset 0 with the history's replication ID is a replica synchronised before the first
+    // write (a new cluster): it has everything. A replica that never synchronised has its own
+    // replication ID, whatever its offset.
     if r.master_link_status != "up" && r.master_link_down_since_seconds > allowed {
         return Some(format!(
             "its link has been down {} s, more than the {allowed} s allowed",

@@ -282,10 +282,11 @@ fn candidates_share_the_replication_id_were_linked_until_the_failure_and_lead_on
             Some("demo-2"),
         ),
         (|m| with_pod(m, |p| p.deleting = true), keep, Some("demo-2")),
+        // Synchronised before the first write (a new cluster): offset 0, still in sync.
         (
             |m| with_report(m, |r| r.replication_offset = 0),
-            keep,
-            Some("demo-2"),
+            |m| with_report(m, |r| r.replication_offset = 0),
+            Some("demo-1"),
         ),
         (
             |m| with_report(m, |r| r.replication_id = "own".into()),
