@@ -2,9 +2,10 @@
 //! deploy/redis`, run the real `redis-operator controller` as its own ServiceAccount, bring up
 //! the sample RedisCluster `cache` (a primary and two replicas, real `redis-server` processes
 //! in pods on the plane's process-backed nodes, each under this build's instance manager) and
-//! show it Healthy. Showing a failover here is not done yet: on this freshly created cluster the
-//! controller refused to promote (the replicas' replication ID was not the recorded one of the
-//! old primary); the failover itself is proven by `tests/cluster_lifecycle.rs`.
+//! show it Healthy, then show a failover: the primary's redis-server is SIGKILLed whenever it
+//! runs until the operator promotes a replica; the phases the cluster goes through, the new
+//! primary and the cluster Healthy again (the old primary back as a replica) are printed. Every
+//! wait is on a condition with a deadline, so a loaded machine only makes it slower.
 //!
 //! - The operator runs here as a child process under the `redis-operator-system/redis-operator`
 //!   token, watching only the demo namespace. Its admission webhooks are served on a loopback
@@ -16,7 +17,8 @@
 //!   toleration); the instance manager's image `ghcr.io/flotilla/redis-operator` resolves there
 //!   to the binary built here.
 //! - Only the RedisCluster sample is applied: the backup samples name an Azure account, which
-//!   the demo must not dial. A previous run's cluster is deleted first.
+//!   the demo must not dial (the cluster runs without the `backup-credentials` Secret it names:
+//!   only backups need it). A previous run's cluster is deleted first.
 
 use std::path::Path;
 use std::process::Command;
@@ -65,7 +67,7 @@ pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result
     let kubeconfig = service_account_kubeconfig(rt, admin, OPERATOR_NAMESPACE, OPERATOR_SA)?;
     println!("\n==> redis: building the operator: cargo build -p redis --bin redis-operator");
     let binary = build_binary("redis", "redis-operator")?;
-    let mut operator = start_operator(&binary, &kubeconfig, webhook_port)?;
+    let (mut operator, probes) = start_operator(&binary, &kubeconfig, webhook_port)?;
 
     let clusters: Api<RedisCluster> = Api::namespaced(admin.clone(), DEMO_NAMESPACE);
     if rt
@@ -81,23 +83,25 @@ pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result
         || async { Ok(clusters.get_opt(CLUSTER).await?.is_none()) },
     ))?;
     // The webhook must be serving before the first create: the configurations fail closed.
+    // The operator is ready once its webhook serves; the caBundles may be a previous run's.
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(std::time::Duration::from_secs(2))
+        .build()?;
+    let readyz = format!("http://{probes}/readyz");
     rt.block_on(poll(
         "the operator's webhook to serve",
         &mut [&mut operator],
-        || async { Ok(webhooks_have_ca(admin).await) },
+        || async {
+            let ready = http
+                .get(&readyz)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            Ok(ready && webhooks_have_ca(admin).await)
+        },
     ))?;
 
-    // The sample names `backup-credentials` for its backups and the operator waits for it
-    // (docs/redis.md): the demo takes no backup, so an empty one will do.
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(admin.clone(), DEMO_NAMESPACE);
-    let secret = json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "backup-credentials"}, "type": "Opaque"});
-    rt.block_on(secrets.patch(
-        "backup-credentials",
-        &kube::api::PatchParams::apply("flotilla-demo"),
-        &kube::api::Patch::Apply(&secret),
-    ))?;
     println!(
         "\n==> redis: applying the sample: kubectl -n {DEMO_NAMESPACE} apply -f deploy/redis/samples/rediscluster-cache.yaml"
     );
@@ -117,6 +121,8 @@ pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result
         "RedisCluster {CLUSTER} Healthy in {:.1?}: primary {first}, 3 instances ready",
         started.elapsed()
     );
+    show()?;
+    rt.block_on(failover(admin, &clusters, &mut operator, &first))?;
     show()?;
 
     drop(operator);
@@ -207,7 +213,12 @@ async fn webhooks_have_ca(admin: &kube::Client) -> bool {
         && all_have_ca(m_hooks.iter().map(|w| &w.client_config).collect())
 }
 
-fn start_operator(binary: &Path, kubeconfig: &Path, webhook_port: u16) -> anyhow::Result<Process> {
+/// Starts the operator; returns it and its probe address.
+fn start_operator(
+    binary: &Path,
+    kubeconfig: &Path,
+    webhook_port: u16,
+) -> anyhow::Result<(Process, String)> {
     let free = || -> anyhow::Result<String> {
         Ok(format!("127.0.0.1:{}", testenv::process::free_port()?))
     };
@@ -233,7 +244,77 @@ fn start_operator(binary: &Path, kubeconfig: &Path, webhook_port: u16) -> anyhow
     println!(
         "  metrics http://{metrics}/metrics, probes http://{probes}/readyz, webhooks https://127.0.0.1:{webhook_port}"
     );
-    Ok(process)
+    Ok((process, probes))
+}
+
+/// Kills the primary's redis-server whenever it runs until the operator has promoted a
+/// replica, printing each phase the cluster goes through; then waits until it is Healthy again.
+async fn failover(
+    admin: &kube::Client,
+    clusters: &Api<RedisCluster>,
+    operator: &mut Process,
+    old: &str,
+) -> anyhow::Result<()> {
+    println!(
+        "\n==> redis: failover: SIGKILL of {old}'s redis-server whenever it runs, until the operator promotes a replica"
+    );
+    let started = Instant::now();
+    let kills = std::cell::Cell::new(0u32);
+    let last = std::cell::RefCell::new(String::new());
+    let promoted = std::cell::RefCell::new(String::new());
+    poll(
+        "a replica to be promoted",
+        &mut [&mut *operator],
+        || async {
+            let killed = testenv::procnode::signal_command(
+                admin,
+                DEMO_NAMESPACE,
+                old,
+                "redis",
+                "redis-server",
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .await
+            .is_ok_and(|pids| !pids.is_empty());
+            if killed {
+                kills.set(kills.get() + 1);
+            }
+            let Some(s) = clusters.get_opt(CLUSTER).await?.and_then(|c| c.status) else {
+                return Ok(false);
+            };
+            let phase = format!(
+                "{:?}: {}",
+                s.phase.unwrap_or(ClusterPhase::Creating),
+                s.phase_reason
+            );
+            if *last.borrow() != phase {
+                println!("  {:>5.1}s  {phase}", started.elapsed().as_secs_f64());
+                *last.borrow_mut() = phase;
+            }
+            let moved = !s.current_primary.is_empty() && s.current_primary != old;
+            let running = s
+                .instances_status
+                .get(&s.current_primary)
+                .is_some_and(|i| i.role == "master" && i.connected);
+            if moved && running {
+                *promoted.borrow_mut() = s.current_primary;
+            }
+            Ok(moved && running)
+        },
+    )
+    .await?;
+    println!(
+        "{} is the primary {:.1?} after the first kill ({} kills of {old}'s redis-server)",
+        promoted.borrow(),
+        started.elapsed(),
+        kills.get()
+    );
+    let new = healthy(clusters, operator).await?;
+    println!(
+        "RedisCluster {CLUSTER} Healthy again {:.1?} after the first kill: primary {new}, {old} back as its replica",
+        started.elapsed()
+    );
+    Ok(())
 }
 
 /// Waits until the cluster is Healthy with every instance ready; returns the primary.

@@ -6,9 +6,9 @@
 //! - An invalid destination, a missing cluster, a cluster-mode cluster and a cluster without
 //!   `backupCredentialsSecret` fail the backup at once, with a message saying which.
 //! - Pending (or no phase yet): the instance [`super::target::select`] chooses is started
-//!   ([`Step::Start`]); with none, the backup waits ([`Step::Wait`], saying why) — but not
-//!   past its deadline, `creationTimestamp + timeout`, after which it fails with the last
-//!   reason.
+//!   ([`Step::Start`]); while the cluster's `backupCredentialsSecret` does not exist, or with
+//!   no instance, the backup waits ([`Step::Wait`], saying why) — but not past its deadline,
+//!   `creationTimestamp + timeout`, after which it fails with the last reason.
 //! - Running: the instance named in `targetPod` is followed ([`Step::Follow`]) until
 //!   `startedAt + timeout` (the creation time when an older operator left no `startedAt`).
 //!
@@ -57,6 +57,8 @@ pub struct Facts<'a> {
     pub cluster: Cluster,
     /// The chosen instance, or why there is none (only looked at while pending).
     pub choice: Result<Choice, String>,
+    /// Whether the cluster's `backupCredentialsSecret` exists: `Err` says it does not.
+    pub credentials: Result<(), String>,
     /// How long a backup may wait to start, and then run.
     pub timeout: Duration,
 }
@@ -115,9 +117,19 @@ pub fn decide(f: &Facts<'_>) -> Step {
         Cluster::Present(Err(e)) => return Step::Fail(e.clone()),
         Cluster::Present(Ok(())) => {}
     }
+    let late = f.now >= deadline(f.created, f.timeout);
+    if let Err(why) = &f.credentials {
+        if late {
+            return Step::Fail(format!(
+                "the backup could not start within {}: {why}",
+                human(f.timeout)
+            ));
+        }
+        return Step::Wait(why.clone());
+    }
     match &f.choice {
         Ok(c) => Step::Start(c.clone()),
-        Err(why) if f.now >= deadline(f.created, f.timeout) => Step::Fail(format!(
+        Err(why) if late => Step::Fail(format!(
             "no instance could take the backup within {}: {why}",
             human(f.timeout)
         )),
@@ -230,6 +242,7 @@ mod tests {
             destination: Ok(()),
             cluster: Cluster::Present(Ok(())),
             choice: Ok(choice()),
+            credentials: Ok(()),
             timeout: H,
         }
     }
@@ -264,6 +277,24 @@ mod tests {
                     .into()
             )
         );
+    }
+
+    #[test]
+    fn a_backup_waits_for_the_credentials_secret_until_its_deadline() {
+        let mut f = facts(Some(BackupPhase::Pending));
+        let why = "Secret backup-credentials does not exist";
+        f.credentials = Err(why.into());
+        assert_eq!(decide(&f), Step::Wait(why.into()));
+        f.now = t(3600);
+        assert_eq!(
+            decide(&f),
+            Step::Fail(format!("the backup could not start within 1h: {why}"))
+        );
+        // Once started, the Secret is not looked at again.
+        let mut f = facts(Some(BackupPhase::Running));
+        f.target_pod = "demo-1";
+        f.credentials = Err(why.into());
+        assert!(matches!(decide(&f), Step::Follow { .. }));
     }
 
     #[test]

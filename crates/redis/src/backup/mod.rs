@@ -189,6 +189,7 @@ pub async fn reconcile(b: Arc<RedisBackup>, ctx: Arc<Ctx>) -> Result<Action, Bac
             Some(c) => decide::Cluster::Present(observe::check_cluster(c)),
         },
         choice: target::select(b.spec.target, &obs.primary(), &candidates),
+        credentials: obs.credentials.clone(),
         timeout: ctx.shared.timeout,
     });
     let (outcome, b) = run_step(&ctx, &b, &obs, step, now).await?;
@@ -213,7 +214,7 @@ async fn run_step(
                 .shared
                 .announce_pending(&b.uid().unwrap_or_default(), &why)
             {
-                let note = format!("waiting for an instance: {why}");
+                let note = format!("the backup waits: {why}");
                 apply::event(&ctx.shared.recorder, &b, false, "BackupPending", note).await;
             }
             Ok((Outcome::RequeueAfter(decide::WAIT_INTERVAL), b))

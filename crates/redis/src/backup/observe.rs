@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
@@ -26,6 +26,15 @@ pub enum ObserveError {
     #[error("reading RedisCluster {name}: {source}")]
     Cluster {
         /// The cluster.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading the backup credentials Secret failed.
+    #[error("reading Secret {name}: {source}")]
+    Secret {
+        /// The Secret.
         name: String,
         /// The API error.
         #[source]
@@ -48,6 +57,7 @@ impl ObserveError {
         match self {
             ObserveError::Cluster { .. } => "read_cluster",
             ObserveError::Pods { .. } => "list_pods",
+            ObserveError::Secret { .. } => "read_secret",
         }
     }
 }
@@ -60,6 +70,8 @@ pub struct Observed {
     pub pods: Vec<Pod>,
     /// The cluster's instance API client, or why there is none (its Secrets are missing).
     pub instances: Result<Arc<dyn BackupInstances>, String>,
+    /// Whether the cluster's `backupCredentialsSecret` exists (`Err`: why not).
+    pub credentials: Result<(), String>,
 }
 
 impl Observed {
@@ -117,10 +129,12 @@ pub async fn observe(ctx: &Ctx, b: &RedisBackup, active: bool) -> Result<Observe
         cluster,
         pods: Vec::new(),
         instances: Err("not needed".into()),
+        credentials: Ok(()),
     };
-    if !active || obs.cluster.is_none() {
+    let Some(c) = obs.cluster.as_ref().filter(|_| active) else {
         return Ok(obs);
-    }
+    };
+    obs.credentials = credentials(&client, &ns, c).await?;
     let selector = format!(
         "{}={name},{}={}",
         names::LABEL_CLUSTER,
@@ -144,6 +158,39 @@ pub async fn observe(ctx: &Ctx, b: &RedisBackup, active: bool) -> Result<Observe
         Err(e) => Err(e.to_string()),
     };
     Ok(obs)
+}
+
+/// Whether the Secret `c.spec.backupCredentialsSecret` names exists (`Err` says it does not,
+/// and what to do); `Ok` too when the spec names none ([`check_cluster`] fails that).
+async fn credentials(
+    client: &kube::Client,
+    ns: &str,
+    c: &RedisCluster,
+) -> Result<Result<(), String>, ObserveError> {
+    let Some(name) = c
+        .spec
+        .backup_credentials_secret
+        .as_ref()
+        .map(|s| s.name.trim())
+        .filter(|n| !n.is_empty())
+    else {
+        return Ok(Ok(()));
+    };
+    let found = Api::<Secret>::namespaced(client.clone(), ns)
+        .get_metadata_opt(name)
+        .await
+        .map_err(|source| ObserveError::Secret {
+            name: name.to_owned(),
+            source,
+        })?;
+    Ok(match found {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "Secret {name} (spec.backupCredentialsSecret of RedisCluster {}) does not exist; \
+             create it with the object store's credentials",
+            c.name_any()
+        )),
+    })
 }
 
 /// The pod's IP, if it has one.

@@ -30,13 +30,17 @@
 //!   nobody is elected until it is confirmed unable to take writes: its pod is gone or finished,
 //!   or it reports fenced with redis-server not running. An old primary that does not answer
 //!   (or does not stop within [`STOP_TIMEOUT`]) has its pod deleted; the kubelet stops it.
-//! - **Candidates** ([`candidate`]): a running, unfenced replica within `instances` whose
-//!   replication ID is the last primary's, with no full sync in progress, whose link was up
-//!   until the failure (down for at most the time since the failure plus
-//!   `minSyncReplicasMaxLag`); the highest offset wins, then the lowest ordinal. A replica that
-//!   never synchronised has its own replication ID and is never a candidate. With none, the
-//!   failover is aborted: nobody was promoted, the fence is lifted and the old primary comes
-//!   back.
+//! - **Candidates** ([`candidate`]): a running, unfenced replica within `instances` of the
+//!   last primary's replication history ([`history`]), with no full sync in progress, whose
+//!   link was up until the failure (down for at most the time since the failure plus
+//!   `minSyncReplicasMaxLag`); the highest offset wins, then the lowest ordinal. The history is
+//!   the old primary's last replication ID when a replica has it; otherwise the newest one a
+//!   replica was seen in sync with (`status.syncedReplicationID`): a primary restarted in place
+//!   (or just promoted) takes a new replication ID, and until a replica has synchronised from
+//!   it no write it took was acknowledged by a replica, while its replicas still hold every
+//!   write acknowledged before. A replica that never synchronised has its own replication ID
+//!   and is never a candidate. With none, the failover is aborted: nobody was promoted, the
+//!   fence is lifted and the old primary comes back.
 //! - **The Lease** `<cluster>-primary` names the one instance allowed to be primary. Before
 //!   any promotion or handover it is moved to the target by compare-and-swap, and only from
 //!   the old primary or from an instance known not to have become primary, so two promotions
@@ -132,6 +136,9 @@ pub struct Inputs<'a> {
     pub streak: Streak,
     /// The last known replication ID of the current primary (from the status).
     pub primary_replid: &'a str,
+    /// `status.syncedReplicationID`: the newest replication ID of the primary a replica was
+    /// seen in sync with.
+    pub synced_replid: &'a str,
     /// `failoverDelay`.
     pub failover_delay: Duration,
     /// `minSyncReplicasMaxLag`.
@@ -306,9 +313,27 @@ fn failure_start(i: &Inputs<'_>) -> Option<Timestamp> {
     i.failing_since.map(|t| t - slack)
 }
 
+/// The replication ID a candidate must have (see the module rules): the old primary's last
+/// one when an instance other than it reports it, else the newest one a replica was seen in
+/// sync with, else (not known) the old primary's.
+pub fn history<'m>(i: &Inputs<'m>) -> &'m str {
+    let latest = i.primary_replid;
+    let reported = i
+        .members
+        .iter()
+        .filter(|m| m.name != i.current)
+        .filter_map(Member::report)
+        .any(|r| r.replication_id == latest);
+    if latest.is_empty() || reported || i.synced_replid.is_empty() {
+        latest
+    } else {
+        i.synced_replid
+    }
+}
+
 /// The replica to promote (see the module rules), with why it.
 pub fn candidate<'m>(i: &Inputs<'m>) -> Option<(&'m Member, String)> {
-    let replid = i.primary_replid;
+    let replid = history(i);
     i.members
         .iter()
         .filter(|m| m.name != i.current && m.ordinal < i.instances)
@@ -329,7 +354,7 @@ pub fn candidate<'m>(i: &Inputs<'m>) -> Option<(&'m Member, String)> {
 
 /// Why no replica may be promoted, replica by replica (for the status and the logs).
 pub fn no_candidate(i: &Inputs<'_>) -> String {
-    if i.primary_replid.is_empty() {
+    if history(i).is_empty() {
         return "the old primary's replication ID is unknown".to_owned();
     }
     let why: Vec<String> = i
@@ -347,7 +372,7 @@ pub fn no_candidate(i: &Inputs<'_>) -> String {
 
 /// Why `m` may not be promoted, `None` when it may.
 fn rejection(i: &Inputs<'_>, m: &Member) -> Option<String> {
-    let replid = i.primary_replid;
+    let replid = history(i);
     if replid.is_empty() {
         return Some("the old primary's replication ID is unknown".into());
     }
@@ -373,13 +398,13 @@ fn rejection(i: &Inputs<'_>, m: &Member) -> Option<String> {
     }
     if r.replication_id != replid {
         return Some(format!(
-            "its replication ID {} is not the old primary's",
+            "its replication ID {} is not the old primary's ({replid})",
             r.replication_id
         ));
     }
-    if r.replication_offset <= 0 {
-        return Some("it has no replication offset".into());
-    }
+    // Offset 0 with the history's replication ID is a replica synchronised before the first
+    // write (a new cluster): it has everything. A replica that never synchronised has its own
+    // replication ID, whatever its offset.
     if r.master_link_status != "up" && r.master_link_down_since_seconds > allowed {
         return Some(format!(
             "its link has been down {} s, more than the {allowed} s allowed",
@@ -612,7 +637,7 @@ fn promoting(i: &Inputs<'_>, target: &str) -> Step {
             target: target.to_owned(),
             ip: ip.to_owned(),
             request: PromoteRequest {
-                expected_replication_id: i.primary_replid.to_owned(),
+                expected_replication_id: history(i).to_owned(),
                 min_offset: r.replication_offset,
             },
         },

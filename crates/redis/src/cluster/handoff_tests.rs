@@ -27,6 +27,9 @@ struct Case {
     request: Option<Request>,
     refused: Option<(&'static str, &'static str)>,
     now: Timestamp,
+    /// The old primary's last replication ID and `syncedReplicationID`.
+    replid: &'static str,
+    synced: &'static str,
 }
 
 fn healthy() -> Vec<Member> {
@@ -55,6 +58,8 @@ impl Case {
             request: None,
             refused: None,
             now: t(100),
+            replid: "A",
+            synced: "A",
         }
     }
 
@@ -72,7 +77,8 @@ impl Case {
             lease_holder: self.lease,
             leader: self.leader,
             streak: self.streak,
-            primary_replid: "A",
+            primary_replid: self.replid,
+            synced_replid: self.synced,
             failover_delay: Duration::from_secs(self.delay),
             max_lag: Duration::from_secs(10),
             switchover_timeout: Duration::from_secs(30),
@@ -276,10 +282,11 @@ fn candidates_share_the_replication_id_were_linked_until_the_failure_and_lead_on
             Some("demo-2"),
         ),
         (|m| with_pod(m, |p| p.deleting = true), keep, Some("demo-2")),
+        // Synchronised before the first write (a new cluster): offset 0, still in sync.
         (
             |m| with_report(m, |r| r.replication_offset = 0),
-            keep,
-            Some("demo-2"),
+            |m| with_report(m, |r| r.replication_offset = 0),
+            Some("demo-1"),
         ),
         (
             |m| with_report(m, |r| r.replication_id = "own".into()),
@@ -309,6 +316,74 @@ fn candidates_share_the_replication_id_were_linked_until_the_failure_and_lead_on
             .map(|(m, _)| m.name.clone())
             .as_deref(),
         Some("demo-1")
+    );
+}
+
+#[test]
+fn a_primary_with_a_replication_id_no_replica_has_yet_fails_over_to_its_synced_history() {
+    // (the old primary's last ID, syncedReplicationID, demo-1's ID, demo-2's ID, elected):
+    // demo-1 at offset 100, demo-2 at 500.
+    let cases = [
+        // Restarted in place as B (or promoted), crashed before a replica synchronised from
+        // it: the replicas hold every write a replica acknowledged.
+        ("B", "A", "A", "A", Some("demo-2")),
+        // A replica already synchronised from B: only it holds what B's replicas
+        // acknowledged, whatever the offsets.
+        ("B", "A", "B", "A", Some("demo-1")),
+        ("B", "A", "A", "B", Some("demo-2")),
+        // Never synchronised: never promoted.
+        ("B", "A", "own", "own2", None),
+        ("A", "", "own", "own2", None),
+        // No replica was ever seen in sync: the history is unknown beyond the old primary's.
+        ("B", "", "A", "A", None),
+        // A replica was seen in sync with B and none has it any more (it re-synchronised):
+        // the others lack what it acknowledged.
+        ("B", "B", "A", "A", None),
+        // The usual case.
+        ("A", "A", "A", "A", Some("demo-2")),
+    ];
+    for (n, (replid, synced, one, two, want)) in cases.into_iter().enumerate() {
+        let mut c = Case::new(vec![
+            dead(0),
+            replica(1, 0, one, 100),
+            replica(2, 0, two, 500),
+        ]);
+        c.failing_since = Some(t(95));
+        (c.replid, c.synced) = (replid, synced);
+        let got = candidate(&c.inputs()).map(|(m, _)| m.name.clone());
+        assert_eq!(got.as_deref(), want, "case {n}");
+        if want.is_none() {
+            assert!(
+                no_candidate(&c.inputs()).contains("replication ID"),
+                "case {n}"
+            );
+        }
+    }
+    // The promotion expects the history's ID.
+    let mut c = Case::new(vec![
+        gone(0),
+        replica(1, 0, "A", 100),
+        replica(2, 0, "A", 90),
+    ])
+    .electing();
+    (c.replid, c.synced) = ("B", "A");
+    assert!(
+        matches!(c.step(), Step::Elect { ref target, .. } if target == "demo-1"),
+        "{:?}",
+        c.step()
+    );
+    c.target = "demo-1";
+    c.lease = Some("demo-1");
+    assert_eq!(
+        c.step(),
+        Step::Promote {
+            target: "demo-1".into(),
+            ip: "10.0.0.1".into(),
+            request: PromoteRequest {
+                expected_replication_id: "A".into(),
+                min_offset: 100
+            }
+        }
     );
 }
 

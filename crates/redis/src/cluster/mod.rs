@@ -57,6 +57,10 @@ use observe::{Caches, Observed};
 
 /// Requeue while something is in motion.
 pub const FAST: Duration = Duration::from_secs(1);
+/// The longest a pass waits for the watch caches' first lists.
+pub const CACHE_WAIT: Duration = Duration::from_secs(5);
+/// When a pass that found the caches incomplete is tried again.
+pub const CACHE_RETRY: Duration = Duration::from_secs(10);
 
 /// One pass's working state, handed from step to step.
 pub struct Pass {
@@ -168,7 +172,12 @@ pub async fn reconcile(rc: Arc<RedisCluster>, r: Arc<Reconciler>) -> Result<Acti
         ctx.backoff.forget(&*rc);
         return Ok(Action::await_change());
     }
-    r.caches.ready().await;
+    if let Err(missing) = r.caches.ready(CACHE_WAIT).await {
+        // Never an unbounded wait: a watch the API refuses (the operator's RBAC or the
+        // namespace going away) never lists, and a pass waiting on it would never end.
+        tracing::warn!(caches = ?missing, "watch caches incomplete; trying again later");
+        return Ok(Action::requeue(CACHE_RETRY));
+    }
     let started = Instant::now();
     let model = match Model::of(&rc) {
         Ok(m) => m,

@@ -6,13 +6,16 @@
 //!   Leases); Secrets of every name are watched by metadata only (rotation of the Secrets a
 //!   cluster references, whose content the operator never caches); Nodes for cordons.
 //! - [`Caches::observe`] reads nothing from the API server: a pass reads its cluster's
-//!   children from the caches, which are complete (the driver waits for them at start-up).
+//!   children from the caches, which are complete: the driver waits for them, for a bounded
+//!   time ([`Caches::ready`]), and tries again later when one is still incomplete.
 //! - The few contents that are not cached (a user-provided auth password for the connection
 //!   Secret) are read with a GET when needed ([`password`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     Node, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
@@ -96,22 +99,50 @@ where
         .collect()
 }
 
+/// Whether `store` has its first complete list within `timeout`.
+fn listed<K>(store: &Store<K>, timeout: Duration) -> BoxFuture<'_, bool>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    Box::pin(async move {
+        matches!(
+            tokio::time::timeout(timeout, store.wait_until_ready()).await,
+            Ok(Ok(()))
+        )
+    })
+}
+
 impl Caches {
-    /// Waits until every cache has its first complete list.
-    pub async fn ready(&self) {
-        let _ = futures::join!(
-            self.pods.wait_until_ready(),
-            self.pvcs.wait_until_ready(),
-            self.services.wait_until_ready(),
-            self.pdbs.wait_until_ready(),
-            self.secrets.wait_until_ready(),
-            self.secret_meta.wait_until_ready(),
-            self.accounts.wait_until_ready(),
-            self.roles.wait_until_ready(),
-            self.bindings.wait_until_ready(),
-            self.leases.wait_until_ready(),
-            self.nodes.wait_until_ready(),
-        );
+    /// Waits at most `timeout` until every cache has its first complete list; otherwise
+    /// names the caches still without one (a watch the API refuses, for example while the
+    /// operator's RBAC or the namespace goes away, never completes one).
+    pub async fn ready(&self, timeout: Duration) -> Result<(), Vec<&'static str>> {
+        let t = timeout;
+        let waits = [
+            ("pods", listed(&self.pods, t)),
+            ("persistentvolumeclaims", listed(&self.pvcs, t)),
+            ("services", listed(&self.services, t)),
+            ("poddisruptionbudgets", listed(&self.pdbs, t)),
+            ("secrets", listed(&self.secrets, t)),
+            ("secret metadata", listed(&self.secret_meta, t)),
+            ("serviceaccounts", listed(&self.accounts, t)),
+            ("roles", listed(&self.roles, t)),
+            ("rolebindings", listed(&self.bindings, t)),
+            ("leases", listed(&self.leases, t)),
+            ("nodes", listed(&self.nodes, t)),
+        ];
+        let (names, futures): (Vec<_>, Vec<_>) = waits.into_iter().unzip();
+        let done = futures::future::join_all(futures).await;
+        let missing: Vec<&'static str> = names
+            .into_iter()
+            .zip(done)
+            .filter_map(|(n, ok)| (!ok).then_some(n))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(missing)
+        }
     }
 
     /// The children of `m`.
@@ -167,4 +198,48 @@ pub async fn password(
         .get_opt(name)
         .await?
         .and_then(|s| super::build::secret::value(&s, names::KEY_PASSWORD)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector;
+
+    fn caches() -> (Caches, reflector::store::Writer<Node>) {
+        let (nodes, writer) = reflector::store();
+        let c = Caches {
+            pods: reflector::store().0,
+            pvcs: reflector::store().0,
+            services: reflector::store().0,
+            pdbs: reflector::store().0,
+            secrets: reflector::store().0,
+            secret_meta: reflector::store().0,
+            accounts: reflector::store().0,
+            roles: reflector::store().0,
+            bindings: reflector::store().0,
+            leases: reflector::store().0,
+            nodes,
+        };
+        (c, writer)
+    }
+
+    #[tokio::test]
+    async fn caches_that_never_list_do_not_hold_a_pass() {
+        let (c, mut writer) = caches();
+        let started = std::time::Instant::now();
+        let missing = c
+            .ready(Duration::from_millis(200))
+            .await
+            .expect_err("not ready");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(missing.len(), 11, "{missing:?}");
+        // One cache listed: the others are still named.
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
+        let missing = c
+            .ready(Duration::from_millis(50))
+            .await
+            .expect_err("not ready");
+        assert!(!missing.contains(&"nodes"), "{missing:?}");
+        assert_eq!(missing.len(), 10);
+    }
 }

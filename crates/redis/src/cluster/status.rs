@@ -14,6 +14,9 @@
 //!   replication offsets tick costs no status write; they are refreshed whenever the status is
 //!   written for another reason.
 //! - Conditions move `lastTransitionTime` only when their status changes (`kit::conditions`).
+//! - `syncedReplicationID` moves to the current primary's replication ID once a replica is seen
+//!   in sync with it under that ID, and otherwise keeps its value: the failover's candidates
+//!   are judged against it ([`super::handoff`]).
 
 use std::collections::BTreeMap;
 
@@ -73,8 +76,22 @@ pub fn compute(i: &Inputs<'_>) -> RedisClusterStatus {
         .filter(|x| x.ordinal < m.instances && x.running() && x.ready())
         .count() as i32;
     s.instances = i.members.iter().filter(|x| x.report().is_some()).count() as i32;
+    if let Some(id) = synced(i) {
+        s.synced_replication_id = id;
+    }
     s.conditions = conditions(i, phase, &reason);
     s
+}
+
+/// The current primary's replication ID, when a replica is in sync with it under that ID.
+fn synced(i: &Inputs<'_>) -> Option<String> {
+    let p = primary_ok(i)?;
+    let id = &p.report()?.replication_id;
+    i.members
+        .iter()
+        .filter(|x| x.name != p.name)
+        .any(|x| x.in_sync_with(p.ip()) && x.report().is_some_and(|r| &r.replication_id == id))
+        .then(|| id.clone())
 }
 
 fn primary_ok<'m>(i: &Inputs<'m>) -> Option<&'m Member> {

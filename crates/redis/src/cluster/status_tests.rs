@@ -322,3 +322,47 @@ fn a_new_cluster_waiting_for_its_secrets_is_creating_not_degraded() {
         (Some(ClusterPhase::Degraded), why)
     );
 }
+
+#[test]
+fn the_synced_replication_id_follows_the_primary_only_once_a_replica_is_in_sync_with_it() {
+    let m = model(
+        json!({"currentPrimary": "demo-0", "phase": "Healthy", "syncedReplicationID": "A"}),
+        json!({}),
+    );
+    let restarted = |one: &str, two: &str| {
+        members(vec![
+            primary(0, "B", 10),
+            with_report(replica(1, 0, one, 100), |r| {
+                r.master_link_status = "down".into()
+            }),
+            replica(2, 0, two, 90),
+        ])
+    };
+    // Restarted in place as B; the replicas are still of A (one's link down, one syncing).
+    let syncing = members(vec![
+        primary(0, "B", 10),
+        with_report(replica(1, 0, "A", 100), |r| {
+            r.master_link_status = "down".into()
+        }),
+        with_report(replica(2, 0, "A", 90), |r| r.master_sync_in_progress = true),
+    ]);
+    assert_eq!(run(&m, &syncing, &none()).synced_replication_id, "A");
+    // A replica with B whose link is down is not seen in sync yet.
+    let down = restarted("B", "A");
+    assert_eq!(run(&m, &down, &none()).synced_replication_id, "A");
+    // One in sync under B: B.
+    let synced = restarted("A", "B");
+    assert_eq!(run(&m, &synced, &none()).synced_replication_id, "B");
+    // The primary not answering: kept.
+    let dead = members(vec![
+        with_report(primary(0, "B", 10), |r| {
+            r.boot = crate::instance_api::Boot::Stopping
+        }),
+        replica(1, 0, "B", 100),
+        replica(2, 0, "B", 90),
+    ]);
+    assert_eq!(run(&m, &dead, &none()).synced_replication_id, "A");
+    // A new cluster: set once the first replica is in sync.
+    let new = model(json!({"currentPrimary": "demo-0"}), json!({}));
+    assert_eq!(run(&new, &healthy(), &none()).synced_replication_id, "A");
+}

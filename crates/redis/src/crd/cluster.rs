@@ -693,6 +693,18 @@ pub struct RedisClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_primary_timestamp: Option<Time>,
 
+    /// The newest replication ID of the primary that a replica was seen in sync with: the
+    /// replication history whose acknowledged writes the replicas hold. A primary restarted in
+    /// place, or just promoted, has a new replication ID before its replicas catch up; until one
+    /// does, a failover promotes a replica of this history (a replica that never synchronised
+    /// is never promoted).
+    #[serde(
+        rename = "syncedReplicationID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub synced_replication_id: String,
+
     /// Data instances whose Redis answered the operator's last status poll.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ready_instances: i32,

@@ -42,25 +42,28 @@ pub struct Env {
     _rbac: testenv::rbac::ClusterCleanup,
 }
 
-/// The operator's flags for a test in `ns`.
+/// The operator's flags for a test in `ns`; a flag in `extra` replaces the default of the same
+/// name (`--status-poll-seconds=5` runs the operator's own default).
 pub fn flags(ns: &str, extra: &[String]) -> redis::run::ControllerFlags {
     use clap::Parser;
-    let args = [
-        "redis-operator",
-        "controller",
+    let name = |f: &str| f.split('=').next().unwrap_or_default().to_owned();
+    let overridden = |f: &&str| extra.iter().any(|e| name(e) == name(f));
+    let defaults = [
         "--metrics-addr=127.0.0.1:0",
         "--probe-addr=127.0.0.1:0",
         "--webhook-enabled=false",
         "--status-poll-seconds=2",
         "--log-level=info,redis=debug",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .chain([
-        format!("--watch-namespaces={ns}"),
-        format!("--lease-namespace={ns}"),
-    ])
-    .chain(extra.iter().cloned());
+    ];
+    let args = ["redis-operator", "controller"]
+        .into_iter()
+        .chain(defaults.into_iter().filter(|f| !overridden(f)))
+        .map(str::to_owned)
+        .chain([
+            format!("--watch-namespaces={ns}"),
+            format!("--lease-namespace={ns}"),
+        ])
+        .chain(extra.iter().cloned());
     match redis::cli::Cli::try_parse_from(args)
         .expect("flags")
         .command

@@ -267,6 +267,35 @@ pub async fn signal(
     Ok(f.pid)
 }
 
+/// Sends `sig` to the processes of the container whose command name is `comm`: their
+/// `/proc/<pid>/comm` (as `pkill -x` matches it) or the first word of their command line (a
+/// process started under another `argv[0]`, or one that rewrites its title as redis-server
+/// does), e.g. a child the container's main process supervises; returns their PIDs (empty:
+/// none runs now).
+pub async fn signal_command(
+    client: &kube::Client,
+    ns: &str,
+    pod: &str,
+    container: &str,
+    comm: &str,
+    sig: Signal,
+) -> anyhow::Result<Vec<i32>> {
+    let f = find(client, ns, pod, container).await?;
+    let mut out = Vec::new();
+    for pid in cgroup::procs(&f.cgroup) {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let argv0 = String::from_utf8_lossy(&cmdline);
+        let argv0 = argv0.split(['\0', ' ']).next().unwrap_or_default();
+        let argv0 = argv0.rsplit('/').next().unwrap_or_default();
+        if name.trim_end() == comm || argv0 == comm {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig)?;
+            out.push(pid);
+        }
+    }
+    Ok(out)
+}
+
 /// Freezes every process of the container (a stall: it keeps its sockets but answers
 /// nothing); [`thaw`] resumes it.
 pub async fn freeze(

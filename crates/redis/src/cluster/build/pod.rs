@@ -12,7 +12,8 @@
 //!   `controller` at `/controller`, the referenced Secrets projected at
 //!   `/projected/<secret>/<key>`, the API token at [`instance_api::TOKEN_MOUNT`], the API's
 //!   serving certificate at [`instance_api::TLS_MOUNT`], the user's TLS at `/tls`, backup
-//!   credentials at `/backup-credentials`;
+//!   credentials at `/backup-credentials` (an optional Secret volume, so Redis runs before the
+//!   Secret exists, unless the cluster bootstraps from a backup);
 //! - ServiceAccount `<cluster>` (read-only on its own cluster).
 //!
 //! Contract: [`pod`] is pure. [`spec_hash`] covers the pod spec (with the operator image left
@@ -417,9 +418,23 @@ fn volumes(m: &Model, ordinal: i32) -> Vec<Volume> {
         });
     }
     if let Some(b) = &m.spec.backup_credentials_secret {
-        out.push(secret_volume("backup-credentials", b.name.clone()));
+        // Only backups and the bootstrap restore read it: Redis runs without it (the kubelet
+        // projects it once it exists), unless the first primary must be restored from it.
+        let mut v = secret_volume("backup-credentials", b.name.clone());
+        if let Some(s) = v.secret.as_mut() {
+            s.optional = Some(!bootstraps(m));
+        }
+        out.push(v);
     }
     out
+}
+
+/// Whether the cluster's first primary is restored from a backup (`spec.bootstrap`).
+pub fn bootstraps(m: &Model) -> bool {
+    m.spec
+        .bootstrap
+        .as_ref()
+        .is_some_and(|b| !b.backup_name.is_empty())
 }
 
 #[cfg(test)]
@@ -563,6 +578,19 @@ mod tests {
         for v in ["tls", "backup-credentials"] {
             assert!(vols.iter().any(|x| x.name == v), "{v}");
         }
+        // Redis runs without the backup credentials; a bootstrap restore needs them.
+        let optional = |m: &Model| {
+            let p = pod(m, &settings(true), 0, names::role::PRIMARY);
+            let vols = spec_of(&p).volumes.clone().expect("volumes");
+            let v = vols.into_iter().find(|x| x.name == "backup-credentials");
+            v.and_then(|v| v.secret).and_then(|s| s.optional)
+        };
+        assert_eq!(optional(&m), Some(true));
+        let restoring = model(json!({
+            "storage": {"size": "1Gi"}, "bootstrap": {"backupName": "nightly"},
+            "backupCredentialsSecret": {"name": "s3"},
+        }));
+        assert_eq!(optional(&restoring), Some(false));
         let c = &s.containers[0];
         assert_eq!(
             c.liveness_probe.as_ref().and_then(|p| p.timeout_seconds),

@@ -11,7 +11,9 @@
 //!   costs no write. The pass's instance client is built from it.
 //! - The resourceVersion of every referenced Secret is recorded for the status
 //!   (`secretsResourceVersion`); a change is an Event `SecretRotated`; a missing one makes the
-//!   cluster `Degraded` with its name (pods wait for it: the kubelet does not start them).
+//!   cluster `Degraded` with its name (pods wait for it: the kubelet does not start them) —
+//!   except `backupCredentialsSecret`, which only backups read (its volume is optional; a
+//!   RedisBackup waits for it and says so), unless the cluster bootstraps from a backup.
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
@@ -159,16 +161,29 @@ async fn instance_pki(pass: &mut Pass) -> Result<Credentials, SecretsError> {
 
 /// The Secrets the spec references, by name.
 pub fn referenced(pass: &Pass) -> Vec<String> {
-    let s = &pass.model.spec;
-    let mut out = vec![pass.model.auth_secret.clone()];
-    for r in [
-        &s.acl_config_secret,
-        &s.tls_secret,
-        &s.ca_secret,
-        &s.backup_credentials_secret,
-    ]
-    .into_iter()
-    .flatten()
+    let mut out = required(pass);
+    if let Some(b) = &pass.model.spec.backup_credentials_secret {
+        out.push(b.name.clone());
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The referenced Secrets the cluster cannot run without: all but the backup credentials,
+/// which only backups read, unless the first primary is restored from a backup.
+pub fn required(pass: &Pass) -> Vec<String> {
+    let m = &pass.model;
+    let s = &m.spec;
+    let mut out = vec![m.auth_secret.clone()];
+    let backup = s
+        .backup_credentials_secret
+        .as_ref()
+        .filter(|_| crate::cluster::build::pod::bootstraps(m));
+    for r in [&s.acl_config_secret, &s.tls_secret, &s.ca_secret]
+        .into_iter()
+        .flatten()
+        .chain(backup)
     {
         out.push(r.name.clone());
     }
@@ -187,6 +202,7 @@ pub fn referenced(pass: &Pass) -> Vec<String> {
 
 async fn versions(pass: &mut Pass) {
     let mut missing = Vec::new();
+    let required = required(pass);
     for name in referenced(pass) {
         match pass.seen.secret_versions.get(&name) {
             Some(rv) => {
@@ -202,7 +218,8 @@ async fn versions(pass: &mut Pass) {
                 }
                 pass.secrets.insert(name, rv.clone());
             }
-            None => missing.push(name),
+            None if required.contains(&name) => missing.push(name),
+            None => {}
         }
     }
     if !missing.is_empty() {

@@ -124,6 +124,7 @@ pub fn inputs(pass: &Pass, request: Option<Request>) -> Inputs<'_> {
         leader,
         streak: pass.memory.streak,
         primary_replid,
+        synced_replid: &st.synced_replication_id,
         failover_delay: Duration::from_secs(m.spec.failover_delay.max(0) as u64),
         max_lag: Duration::from_secs(m.spec.min_sync_replicas_max_lag.max(1) as u64),
         switchover_timeout: Duration::from_secs(m.spec.switchover_delay.max(1) as u64),
