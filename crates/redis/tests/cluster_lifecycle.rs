@@ -251,19 +251,7 @@ async fn crash_the_primary(prefix: &str, operator_crash: bool) {
         rounds = samples.rounds,
         "failover measured"
     );
-    assert!(
-        missing.is_empty(),
-        "{} of {} acknowledged writes lost: {:?}",
-        missing.len(),
-        writes.acked.len(),
-        &missing[..missing.len().min(10)]
-    );
-    assert!(samples.rounds > 10, "the sampler ran: {samples:?}");
-    assert!(
-        samples.split.is_empty(),
-        "two instances took writes: {:?}",
-        samples.split
-    );
+    data::assert_nothing_lost_never_split(&missing, &writes, &samples);
     // Fencing first: no version of the cluster names another primary before demo-0 was fenced.
     let seen = seen.lock().expect("seen").clone();
     let moved = seen
@@ -426,19 +414,7 @@ async fn a_rolling_update_then_scaling_3_5_2_lose_no_acknowledged_write_and_neve
     );
     let ip = env.pod_ip(&promoted).await.expect("ip");
     let missing = data::missing(&ip, &pw, &writes.acked).await;
-    assert!(
-        missing.is_empty(),
-        "{} of {} acknowledged writes lost: {:?}",
-        missing.len(),
-        writes.acked.len(),
-        &missing[..missing.len().min(10)]
-    );
-    assert!(samples.rounds > 10, "the sampler ran: {samples:?}");
-    assert!(
-        samples.split.is_empty(),
-        "two instances took writes: {:?}",
-        samples.split
-    );
+    data::assert_nothing_lost_never_split(&missing, &writes, &samples);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

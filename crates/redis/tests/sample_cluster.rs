@@ -135,19 +135,7 @@ async fn a_fresh_cluster_whose_restarted_primary_crashes_again_fails_over_to_an_
         longest_gap = ?writes.longest_gap,
         "failover of a fresh cluster measured"
     );
-    assert!(
-        missing.is_empty(),
-        "{} of {} acknowledged writes lost: {:?}",
-        missing.len(),
-        writes.acked.len(),
-        &missing[..missing.len().min(10)]
-    );
-    assert!(samples.rounds > 10, "the sampler ran: {samples:?}");
-    assert!(
-        samples.split.is_empty(),
-        "two instances took writes: {:?}",
-        samples.split
-    );
+    data::assert_nothing_lost_never_split(&missing, &writes, &samples);
     assert!(failover < Duration::from_secs(120), "{failover:?}");
 }
 

@@ -293,19 +293,7 @@ async fn sentinel_fails_over_a_killed_primary_and_the_operator_follows_with_no_a
         writes.acked.len(),
         kills.load(Ordering::SeqCst)
     );
-    assert!(
-        missing.is_empty(),
-        "{} of {} acknowledged writes lost: {:?}",
-        missing.len(),
-        writes.acked.len(),
-        &missing[..missing.len().min(10)]
-    );
-    assert!(samples.rounds > 10, "the sampler ran: {samples:?}");
-    assert!(
-        samples.split.is_empty(),
-        "two instances took writes: {:?}",
-        samples.split
-    );
+    data::assert_nothing_lost_never_split(&missing, &writes, &samples);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -182,6 +182,25 @@ pub async fn missing(ip: &str, password: &str, keys: &BTreeSet<String>) -> Vec<S
     out
 }
 
+/// The two properties every failover test ends on: no write acknowledged with `WAIT` is
+/// `missing` from the new primary (see [`missing`]), and no sampled round saw two instances
+/// accept a write.
+pub fn assert_nothing_lost_never_split(missing: &[String], writes: &Writes, samples: &Samples) {
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged writes lost: {:?}",
+        missing.len(),
+        writes.acked.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert!(samples.rounds > 10, "the sampler ran: {samples:?}");
+    assert!(
+        samples.split.is_empty(),
+        "two instances took writes: {:?}",
+        samples.split
+    );
+}
+
 /// Rounds in which more than one instance accepted a write.
 #[derive(Clone, Debug, Default)]
 pub struct Samples {
