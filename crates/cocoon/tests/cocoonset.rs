@@ -553,6 +553,75 @@ async fn node_name_migrates_the_main_through_a_snapshot() {
         .await;
 }
 
+/// A pass whose pod cache is behind the registry (the main shown live and unflagged while its
+/// VM already hibernated and pushed this round's snapshot, as after a cut watch) must not take
+/// that snapshot for a stale tag and drop it: the VM's only copy. Seen in the chaos scenario.
+#[tokio::test]
+async fn a_pass_with_a_stale_cache_never_drops_the_snapshot_being_migrated() {
+    use cocoon::cocoonset::{Reconciler, reconcile};
+    use kube::runtime::{reflector, watcher};
+    use std::sync::Arc;
+
+    let mut env = Env::start("cset-stale-tag").await;
+    create_set(&env, "demo", json!({})).await;
+    wait_phase(&env, "demo", CocoonSetPhase::Running).await;
+    let stale = env.wait_pod("demo-0", "live", state::vm_live).await;
+    let from = state::node_name(&stale).expect("scheduled").to_owned();
+    let to = ["kwok-node-0", "kwok-node-1", "kwok-node-2"]
+        .into_iter()
+        .find(|n| *n != from)
+        .expect("another node");
+    // The operator is stopped so that only the pass below acts. The migration is under way:
+    // the main is flagged and its VM hibernates, pushing this round's snapshot.
+    env.operator.stop().await;
+    patch_spec(&env, "demo", json!({"nodeName": to})).await;
+    let flag = json!({"metadata": {"annotations": {names::ANN_HIBERNATE: "true"}}});
+    env.api::<Pod>()
+        .patch("demo-0", &PatchParams::default(), &Patch::Merge(&flag))
+        .await
+        .expect("flag the main");
+    let vm = vm_of(&env, "demo", "0");
+    env.wait_tag(&vm, "hibernate", true).await;
+    env.wait_pod("demo-0", "hibernated", |p| {
+        state::lifecycle_state(p) == Some(names::lifecycle::HIBERNATED)
+    })
+    .await;
+
+    // One pass that sees the set as it is but the main as it was before the flag.
+    let (pods, mut writer) = reflector::store::<Pod>();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    writer.apply_watcher_event(&watcher::Event::InitApply(stale));
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    let registry = env
+        .operator
+        .flags()
+        .registry_settings()
+        .build()
+        .expect("registry");
+    let metrics = cocoon::metrics::CocoonMetrics::register(&kit::metrics::Metrics::new());
+    let ctx = cocoon::context::Context::new(env.client.clone(), registry, metrics);
+    let r = Arc::new(Reconciler {
+        ctx: Arc::new(ctx),
+        pods,
+    });
+    let set = env.api::<CocoonSet>().get("demo").await.expect("set");
+    reconcile(Arc::new(set), r).await.expect("the pass");
+    assert!(
+        env.tag_exists(&vm, "hibernate").await,
+        "the snapshot of the hibernated main survives a pass with a stale cache"
+    );
+
+    // The real operator then finishes the migration from that snapshot.
+    env.operator.restart().await;
+    let moved = env
+        .wait_pod("demo-0", "restored and live", |p| {
+            state::vm_live(p) && state::flag(p, names::ANN_RESTORE)
+        })
+        .await;
+    assert_eq!(state::node_name(&moved), Some(to));
+    env.wait_tag(&vm, "hibernate", false).await;
+}
+
 #[tokio::test]
 async fn operator_restarted_mid_suspend_converges() {
     let mut env = Env::start("cset-restart").await;

@@ -14,7 +14,8 @@
 //!   (lifecycle state AND tag). Upstream deletes on "tag present and flagged", which a stale
 //!   tag from an earlier round satisfies before the new snapshot exists; that would lose the
 //!   VM's latest state.
-//! - A tag found while the main was never quiesced is stale and is dropped, not trusted.
+//! - A tag found while the main was never quiesced is stale and is dropped, not trusted, once
+//!   a fresh read of the main agrees (the cache can lag the registry by a whole hibernation).
 //!
 //! The decision is pure ([`before_probe`], [`decide`]); [`migrate_main`] only carries it out.
 
@@ -157,7 +158,7 @@ pub async fn migrate_main(pass: &mut Pass<'_>) -> Result<Step, Error> {
     let vm = pass.main_vm();
     let tag = pass.has_tag(&vm, names::TAG_HIBERNATE).await?;
     let main = pass.pods.main.clone();
-    carry_out(pass, decide(&facts, tag), main.as_ref(), &vm).await
+    carry_out(pass, decide(&facts, tag), main.as_ref()).await
 }
 
 fn facts(pass: &Pass<'_>) -> Facts {
@@ -175,12 +176,7 @@ fn facts(pass: &Pass<'_>) -> Facts {
     }
 }
 
-async fn carry_out(
-    pass: &mut Pass<'_>,
-    action: Action,
-    main: Option<&Pod>,
-    vm: &str,
-) -> Result<Step, Error> {
+async fn carry_out(pass: &mut Pass<'_>, action: Action, main: Option<&Pod>) -> Result<Step, Error> {
     let main_name = main.map(|m| m.name_any()).unwrap_or_default();
     let after = match action {
         Action::NotEngaged | Action::Probe => return Ok(None),
@@ -200,20 +196,20 @@ async fn carry_out(
             };
             return Ok(Some(Outcome::RequeueAfter(after)));
         }
-        Action::DropStaleTag => pass
-            .drop_tag(vm, names::TAG_HIBERNATE)
-            .await
-            .map(|_| POLL)?,
+        // A tag is only ever dropped once a fresh read of the main confirms the decision: a
+        // cache behind the registry shows an unflagged main while this round's snapshot is
+        // already there.
+        Action::DropStaleTag => pass.drop_main_snapshot().await.map(|_| POLL)?,
         Action::DeleteOld => pass.delete_pod(&main_name).await.map(|_| POLL)?,
         Action::WakeInPlace => pass
             .annotate_pod(&main_name, &[(names::ANN_HIBERNATE, None)])
             .await
             .map(|_| POLL)?,
         Action::Wait => POLL,
-        Action::Finish => pass
-            .drop_tag(vm, names::TAG_HIBERNATE)
-            .await
-            .map(|_| AGAIN)?,
+        Action::Finish => match pass.drop_main_snapshot().await? {
+            true => AGAIN,
+            false => POLL,
+        },
     };
     pass.write_status(Some(CocoonSetPhase::Migrating)).await?;
     Ok(Some(Outcome::RequeueAfter(after)))

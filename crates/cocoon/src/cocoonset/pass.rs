@@ -21,6 +21,7 @@ use crate::context::Context;
 use crate::crd::{CocoonHibernation, CocoonSet, CocoonSetPhase, HibernationPhase};
 use crate::names;
 use crate::pods::classify::Classified;
+use crate::pods::state;
 
 /// Result of creating a pod.
 #[derive(Debug, PartialEq, Eq)]
@@ -223,6 +224,35 @@ impl<'a> Pass<'a> {
                 reference: format!("{vm}:{tag}"),
                 source,
             })
+    }
+
+    /// Deletes the main's `<vm>:hibernate` once a fresh read of the main (not the cache, which
+    /// may be behind the registry: the snapshot of a hibernation this pass has not seen yet)
+    /// shows a live pod that no longer needs it ([`state::needs_snapshot`]). `false`: kept,
+    /// because the main is gone, terminating or still needs it; the caller looks again later.
+    pub async fn drop_main_snapshot(&self) -> Result<bool, Error> {
+        let name = format!("{}-0", self.name());
+        let main = self
+            .pods_api
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::ReadPod {
+                pod: name.clone(),
+                source,
+            })?;
+        let done_with = main
+            .as_ref()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .is_some_and(|p| !state::needs_snapshot(p));
+        if !done_with {
+            tracing::info!(
+                pod = name,
+                "keeping the snapshot tag: the main pod (read fresh) still needs it or is gone"
+            );
+            return Ok(false);
+        }
+        self.drop_tag(&self.main_vm(), names::TAG_HIBERNATE).await?;
+        Ok(true)
     }
 
     /// Deletes `<vm>:<tag>` from the registry (absent is fine).

@@ -11,7 +11,8 @@
 //!   affinity wins).
 //! - Waking and the VM not live yet: `Waking`, look again in 5 s; an unschedulable main
 //!   raises `WakeNoCapacity` and never fails the set.
-//! - Waking and the VM live: drop the tag, count the placement once, drop the hint.
+//! - Waking and the VM live: drop the tag, count the placement once, drop the hint. The tag
+//!   goes only once a fresh read of the main confirms it (the cache may be behind).
 //! - A cached main that is suspended with a hint is checked against the API (the cache may
 //!   still show a pod the release deleted): gone → wait; present → not engaged.
 //!
@@ -154,7 +155,9 @@ async fn restore_main(pass: &mut Pass<'_>, hint: Option<&str>) -> Result<Step, E
 }
 
 async fn complete(pass: &Pass<'_>, main: Option<&Pod>, hint: Option<&str>) -> Result<Step, Error> {
-    pass.drop_tag(&pass.main_vm(), names::TAG_HIBERNATE).await?;
+    if !pass.drop_main_snapshot().await? {
+        return Ok(Some(Outcome::RequeueAfter(POLL)));
+    }
     if let Some(hint) = hint {
         let on_hint = main.and_then(state::node_name) == Some(hint);
         let labels = PlacementLabels {

@@ -132,6 +132,15 @@ pub fn hibernated_for(pod: &Pod, generation: i64) -> bool {
     lifecycle_state(pod) == Some(lifecycle::HIBERNATED) && lifecycle_generation(pod) >= generation
 }
 
+/// Whether the pod's VM still needs its `:hibernate` snapshot: flagged for hibernation (the
+/// snapshot may be on its way), hibernated, or restoring from it and not live yet (a failed
+/// restore needs it no more). Only a live, unflagged VM can do without it.
+pub fn needs_snapshot(pod: &Pod) -> bool {
+    hibernate_requested(pod)
+        || lifecycle_state(pod) == Some(lifecycle::HIBERNATED)
+        || (flag(pod, names::ANN_RESTORE) && !vm_live(pod) && !is_terminal(pod))
+}
+
 /// The node the pod is bound to.
 pub fn node_name(pod: &Pod) -> Option<&str> {
     pod.spec
@@ -170,6 +179,32 @@ metadata:
         assert!(!hibernated_for(&p, 4));
         let stale = pod("metadata: {annotations: {vm.cocoonstack.io/lifecycle-state: ready}}");
         assert!(!hibernated_for(&stale, 0));
+    }
+
+    #[test]
+    fn only_a_live_unflagged_vm_does_without_its_snapshot() {
+        let live = r#"{annotations: {vm.cocoonstack.io/id: "vm-1"ANN}}
+status: {phase: Running, containerStatuses: [{name: agent, image: x, imageID: "", ready: true, restartCount: 0, state: {running: {}}}]}"#;
+        let with = |ann: &str| pod(&format!("metadata: {}", live.replace("ANN", ann)));
+        assert!(!needs_snapshot(&with("")));
+        let restored = with(", vm.cocoonstack.io/restore-from-hibernate: 'true'");
+        assert!(!needs_snapshot(&restored), "restored and live");
+        assert!(needs_snapshot(&with(
+            ", vm.cocoonstack.io/hibernate: 'true'"
+        )));
+        let hibernated =
+            pod("metadata: {annotations: {vm.cocoonstack.io/lifecycle-state: hibernated}}");
+        assert!(needs_snapshot(&hibernated));
+        let restoring =
+            pod("metadata: {annotations: {vm.cocoonstack.io/restore-from-hibernate: 'true'}}");
+        assert!(needs_snapshot(&restoring), "restoring, not live yet");
+        let failed = pod(r#"
+metadata: {annotations: {vm.cocoonstack.io/restore-from-hibernate: 'true'}}
+status: {phase: Failed}
+"#);
+        assert!(!needs_snapshot(&failed));
+        let booting = pod("metadata: {annotations: {}}");
+        assert!(!needs_snapshot(&booting), "a fresh boot never used it");
     }
 
     #[test]
