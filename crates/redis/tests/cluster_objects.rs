@@ -301,3 +301,76 @@ async fn pods_are_named(env: &Env, cluster: &str, want: &[&str]) {
     .await
     .expect("pods");
 }
+
+/// A pass whose Secret cache is behind the API server (a restarted operator, a cut watch)
+/// must not replace the instance API's CA, serving certificate or token: the pods already
+/// use them, and new ones would lock the operator out of every instance until the mounted
+/// Secrets caught up. Found by the chaos scenario (401s, then `BadSignature`, for minutes).
+#[tokio::test]
+async fn a_pass_that_misses_the_instance_secrets_in_its_cache_keeps_them() {
+    use kit::pipeline::Step;
+    use redis::cluster::Pass;
+    use redis::cluster::steps::ensure_secrets::EnsureSecrets;
+    use redis::instance_api;
+    use std::sync::Arc;
+
+    let mut env = Env::start("rc-stale-secrets", &["--leader-elect=false"]).await;
+    env.create("demo", json!({"instances": 1, "storage": {"size": "1Gi"}}))
+        .await;
+    let secrets = env.api::<Secret>();
+    let names = [
+        instance_api::ca_secret("demo"),
+        instance_api::server_secret("demo"),
+        instance_api::token_secret("demo"),
+    ];
+    let read = || async {
+        let mut out = BTreeMap::new();
+        for n in &names {
+            // A digest of the data, so a failure prints names and digests, not key material.
+            use std::hash::{Hash, Hasher};
+            let data = secrets.get_opt(n).await.ok()??.data?;
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(&data).ok()?.hash(&mut h);
+            out.insert(n.clone(), h.finish());
+        }
+        Some(out)
+    };
+    let before = testenv::eventually("the instance API's Secrets", operator::T, read)
+        .await
+        .expect("Secrets");
+    env.kill_operator().await;
+
+    // One pass of the step with an empty Secret cache, as the admin.
+    let rc = env.clusters().get("demo").await.expect("cluster");
+    let ctx = redis::context::Context::new(
+        env.admin.clone(),
+        redis::context::Settings::default(),
+        Arc::new(redis::instance_client::https::HttpsConnector::default()),
+        redis::metrics::RedisMetrics::register(&kit::metrics::Metrics::new()),
+    );
+    let mut pass = Pass {
+        ctx: Arc::new(ctx),
+        model: redis::cluster::model::Model::of(&rc).expect("model"),
+        rc: Arc::new(rc),
+        seen: Default::default(),
+        now: jiff::Timestamp::now(),
+        members: Default::default(),
+        instances: None,
+        secrets: Default::default(),
+        blocked: None,
+        plan: None,
+        handoff: None,
+        sentinel: None,
+        memory: Default::default(),
+    };
+    EnsureSecrets.run(&mut pass).await.expect("the step");
+    assert_eq!(
+        read().await.expect("Secrets"),
+        before,
+        "the material is unchanged"
+    );
+    assert!(
+        pass.instances.is_some(),
+        "a client built from the live material"
+    );
+}

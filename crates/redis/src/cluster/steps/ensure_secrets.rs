@@ -8,7 +8,8 @@
 //!   `<cluster>-instance-tls` for [`instance_api::server_name`] (replaced when unreadable,
 //!   signed by another CA, missing the name, or within 30 days of expiry) and the token
 //!   `<cluster>-instance-token`. Material is generated only when needed, so a valid cluster
-//!   costs no write. The pass's instance client is built from it.
+//!   costs no write, and material the cache does not show is created, never applied over: if
+//!   it exists after all (a cache behind the API server) the live Secret is read and used. The pass's instance client is built from it.
 //! - The resourceVersion of every referenced Secret is recorded for the status
 //!   (`secretsResourceVersion`); a change is an Event `SecretRotated`; a missing one makes the
 //!   cluster `Degraded` with its name (pods wait for it: the kubelet does not start them) —
@@ -19,6 +20,8 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 use kit::pipeline::{Flow, Step, StepResult};
 use kit::reconcile::ReconcileError;
+use kube::ResourceExt;
+use kube::api::Api;
 use tokio_rustls::rustls::crypto::ring::default_provider;
 
 use crate::admission::pki::{self, Ca};
@@ -44,6 +47,18 @@ pub enum SecretsError {
     /// Making a certificate.
     #[error("generating the instance API certificates: {0}")]
     Pki(#[from] pki::PkiError),
+    /// Reading a Secret the cache did not have.
+    #[error("reading Secret {name}: {source}")]
+    Read {
+        /// The Secret.
+        name: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Creating a Secret said it exists, and it is gone when read.
+    #[error("Secret {0} exists and does not: it is read again next pass")]
+    Vanished(String),
 }
 
 impl ReconcileError for SecretsError {
@@ -52,6 +67,8 @@ impl ReconcileError for SecretsError {
             SecretsError::Write(e) => e.category(),
             SecretsError::Random(_) => "random_failed",
             SecretsError::Pki(_) => "pki_failed",
+            SecretsError::Read { .. } => "read_failed",
+            SecretsError::Vanished(_) => "secret_vanished",
         }
     }
 }
@@ -99,57 +116,130 @@ fn ca_of(s: Option<&Secret>) -> Option<Ca> {
     })
 }
 
-async fn instance_pki(pass: &mut Pass) -> Result<Credentials, SecretsError> {
+/// Creates `s`, which the cache does not show; `Some(live)` when it exists after all (a cache
+/// behind the API server: a restarted operator, a cut watch). Material the pods may already use
+/// is never replaced because the cache missed it: a new CA or token would lock the operator out
+/// of every instance until their mounted Secrets caught up.
+async fn create_or_read(pass: &Pass, s: &Secret) -> Result<Option<Secret>, SecretsError> {
+    if pass.writer().create(s).await? {
+        return Ok(None);
+    }
+    let name = s.name_any();
+    let api: Api<Secret> = Api::namespaced(pass.ctx.client.clone(), &pass.model.namespace);
+    match api.get_opt(&name).await {
+        Ok(Some(live)) => Ok(Some(live)),
+        Ok(None) => Err(SecretsError::Vanished(name)),
+        Err(source) => Err(SecretsError::Read { name, source }),
+    }
+}
+
+async fn instance_ca(pass: &Pass, now: jiff::Timestamp) -> Result<Ca, SecretsError> {
     let m = &pass.model;
+    let name = instance_api::ca_secret(&m.name);
+    let cached = pass.seen.secrets.get(&name).map(|s| &**s);
+    let mut live = None;
+    if cached.is_none() {
+        let ca = Ca::generate(now)?;
+        match create_or_read(pass, &secret::instance_ca(m, &ca.cert_pem, &ca.key_pem)).await? {
+            None => {
+                issued(
+                    pass,
+                    "InstanceCAIssued",
+                    format!("Issued the instance API CA {name}"),
+                )
+                .await;
+                return Ok(ca);
+            }
+            Some(s) => live = Some(s),
+        }
+    }
+    match ca_of(cached.or(live.as_ref())) {
+        Some(ca) if !pki::needs_renewal(&ca.cert_pem, &[], now, pki::CA_RENEW_BEFORE) => Ok(ca),
+        _ => {
+            // Unreadable or expiring: replaced, and every serving certificate with it.
+            let ca = Ca::generate(now)?;
+            pass.writer()
+                .apply(&secret::instance_ca(m, &ca.cert_pem, &ca.key_pem), None)
+                .await?;
+            issued(
+                pass,
+                "InstanceCAIssued",
+                format!("Issued the instance API CA {name}"),
+            )
+            .await;
+            Ok(ca)
+        }
+    }
+}
+
+async fn issued(pass: &Pass, reason: &str, note: String) {
+    pass.writer().event(false, reason, note).await;
+}
+
+async fn instance_pki(pass: &mut Pass) -> Result<Credentials, SecretsError> {
     let now = jiff::Timestamp::now();
-    let ca_name = instance_api::ca_secret(&m.name);
+    let ca = instance_ca(pass, now).await?;
+    let m = &pass.model;
     let tls_name = instance_api::server_secret(&m.name);
     let token_name = instance_api::token_secret(&m.name);
     let server_name = instance_api::server_name(&m.name, &m.namespace);
     let w = pass.writer();
-    let ca = match ca_of(pass.seen.secrets.get(&ca_name).map(|s| &**s)) {
-        Some(ca) if !pki::needs_renewal(&ca.cert_pem, &[], now, pki::CA_RENEW_BEFORE) => ca,
-        _ => {
-            let ca = Ca::generate(now)?;
-            w.apply(&secret::instance_ca(m, &ca.cert_pem, &ca.key_pem), None)
-                .await?;
-            w.event(
-                false,
-                "InstanceCAIssued",
-                format!("Issued the instance API CA {ca_name}"),
-            )
-            .await;
-            ca
-        }
-    };
-    let tls = pass.seen.secrets.get(&tls_name);
-    let cert = tls.and_then(|s| value(s, names::KEY_TLS_CRT));
-    let same_ca = tls.and_then(|s| value(s, names::KEY_CA_CRT)).as_deref() == Some(&ca.cert_pem);
     let hosts = [server_name.clone()];
-    let valid = cert.is_some_and(|c| !pki::needs_renewal(&c, &hosts, now, pki::CERT_RENEW_BEFORE));
-    if !(valid && same_ca) {
+    let fresh_tls = || -> Result<Secret, SecretsError> {
         let serving = pki::issue(&ca, &hosts, now)?;
-        let s = secret::instance_tls(m, &serving.cert_pem, &serving.key_pem, &ca.cert_pem);
-        w.apply(&s, None).await?;
-        w.event(
-            false,
-            "InstanceCertificateIssued",
-            format!("Issued the instance API serving certificate {tls_name} for {server_name}"),
-        )
-        .await;
+        Ok(secret::instance_tls(
+            m,
+            &serving.cert_pem,
+            &serving.key_pem,
+            &ca.cert_pem,
+        ))
+    };
+    let mut tls = pass.seen.secrets.get(&tls_name).map(|s| (**s).clone());
+    let mut created = false;
+    if tls.is_none() {
+        match create_or_read(pass, &fresh_tls()?).await? {
+            None => created = true,
+            Some(live) => tls = Some(live),
+        }
     }
-    let token = match pass
-        .seen
-        .secrets
-        .get(&token_name)
-        .and_then(|s| value(s, instance_api::TOKEN_KEY))
-        .filter(|t| !t.trim().is_empty())
-    {
-        Some(t) => t,
+    if let Some(tls) = &tls {
+        let cert = value(tls, names::KEY_TLS_CRT);
+        let same_ca = value(tls, names::KEY_CA_CRT).as_deref() == Some(&ca.cert_pem);
+        let valid =
+            cert.is_some_and(|c| !pki::needs_renewal(&c, &hosts, now, pki::CERT_RENEW_BEFORE));
+        if !(valid && same_ca) {
+            w.apply(&fresh_tls()?, None).await?;
+            created = true;
+        }
+    }
+    if created {
+        let note =
+            format!("Issued the instance API serving certificate {tls_name} for {server_name}");
+        w.event(false, "InstanceCertificateIssued", note).await;
+    }
+    let token_of = |s: &Secret| value(s, instance_api::TOKEN_KEY).filter(|t| !t.trim().is_empty());
+    let token = match pass.seen.secrets.get(&token_name).map(|s| &**s) {
+        Some(s) => match token_of(s) {
+            Some(t) => t,
+            // Unreadable: replaced.
+            None => {
+                let t = random_hex(32)?;
+                w.apply(&secret::instance_token(m, &t), None).await?;
+                t
+            }
+        },
         None => {
             let t = random_hex(32)?;
-            w.apply(&secret::instance_token(m, &t), None).await?;
-            t
+            match create_or_read(pass, &secret::instance_token(m, &t)).await? {
+                None => t,
+                Some(live) => match token_of(&live) {
+                    Some(live_t) => live_t,
+                    None => {
+                        w.apply(&secret::instance_token(m, &t), None).await?;
+                        t
+                    }
+                },
+            }
         }
     };
     Ok(Credentials {
