@@ -17,10 +17,13 @@
 //! | switchover | `target` = X, `current` not fenced by the operator | check X → move the Lease → `POST /v1/switchover` to `current` (Redis `FAILOVER TO X`) → point `-leader` → publish |
 //!
 //! Rules:
-//! - **Detection**: the current primary is failing only after [`DETECTION_MISSES`] consecutive
-//!   bad observations spanning at least [`DETECTION_WINDOW`] **and** corroboration: its pod is
-//!   gone, finished or not Ready, or every replica that answers sees its link down. Then
-//!   `failoverDelay` must pass from `currentPrimaryFailingSinceTimestamp`. A primary fenced by
+//! - **Detection**: the first bad observation of the current primary is recorded in
+//!   `currentPrimaryFailingSinceTimestamp` (any good one clears it). The primary is failing
+//!   only after [`DETECTION_MISSES`] consecutive bad observations spanning at least
+//!   [`DETECTION_WINDOW`] (or, after an operator restart, [`RESUMED_MISSES`] once the recorded
+//!   mark spans the window) **and** corroboration: its pod is gone, finished or not Ready, or
+//!   every replica that answers sees its link down. Then `failoverDelay` must pass from
+//!   `currentPrimaryFailingSinceTimestamp`. A primary fenced by
 //!   the user is never failed over; neither during maintenance, in replica mode, in sentinel
 //!   mode, hibernated, or while the fencing annotation is unreadable.
 //! - **Intent first**: `target = pending` is written before any fence or promotion; a planned
@@ -68,14 +71,18 @@ pub const PENDING: &str = "pending";
 pub const DETECTION_MISSES: u32 = 3;
 /// How long the bad observations must span.
 pub const DETECTION_WINDOW: Duration = Duration::from_secs(4);
+/// Bad observations an operator process needs when the durable failing mark already spans
+/// [`DETECTION_WINDOW`] (a restarted operator resumes the detection instead of starting over).
+pub const RESUMED_MISSES: u32 = 2;
 /// How long a reachable, fenced old primary may take to stop redis-server before its pod is
 /// deleted.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Slack between the first bad observation and the recorded failure time, for the link check.
 pub const FAILURE_SLACK: Duration = Duration::from_secs(10);
 
-/// Bad observations of the current primary in a row (kept in memory; an operator restart
-/// starts a new streak, which only delays detection).
+/// Bad observations of the current primary in a row, kept in memory. The first one is also
+/// recorded durably (`currentPrimaryFailingSinceTimestamp`, cleared by any good observation),
+/// so an operator restart resumes the detection rather than starting it over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Streak {
     /// How many.
@@ -272,11 +279,12 @@ pub fn health(i: &Inputs<'_>) -> Health {
         return Health::Healthy;
     }
     let what = format!("primary {} is unhealthy: {}", i.current, what_is_wrong(m));
-    let spanned = i
-        .streak
-        .since
-        .is_some_and(|s| i.now.duration_since(s).unsigned_abs() >= DETECTION_WINDOW);
-    if i.streak.misses < DETECTION_MISSES || !spanned {
+    let spans = |s: Timestamp| i.now.duration_since(s).unsigned_abs() >= DETECTION_WINDOW;
+    let fresh = i.streak.misses >= DETECTION_MISSES && i.streak.since.is_some_and(spans);
+    // The durable mark of the first bad observation spans a restart of the operator; this
+    // process still needs bad observations of its own.
+    let resumed = i.streak.misses >= RESUMED_MISSES && i.failing_since.is_some_and(spans);
+    if !(fresh || resumed) {
         // No counters in the words: they become the phase reason, which must not change
         // every pass.
         return Health::Suspect(format!("{what}; confirming"));
@@ -527,6 +535,9 @@ fn idle(i: &Inputs<'_>) -> Step {
             Some(r) => Step::StartSwitchover(r.clone()),
             None => Step::Idle,
         },
+        // The first bad observation is recorded before anything else: detection and the
+        // candidates' link check count from it, across operator restarts.
+        Health::Suspect(why) if i.automatic && i.failing_since.is_none() => Step::MarkFailing(why),
         Health::Suspect(why) => Step::Watch(why),
         Health::Failed(why) => failed(i, why),
     }

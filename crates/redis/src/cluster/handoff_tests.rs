@@ -185,18 +185,62 @@ fn detection_needs_misses_over_a_window_and_corroboration() {
             misses,
             since: Some(t(since)),
         };
-        let step = c.step();
+        let h = health(&c.inputs());
         match failing {
             true => assert!(
-                matches!(step, Step::MarkFailing(_)),
-                "{misses} {since} {ready} {links_up}: {step:?}"
+                matches!(h, Health::Failed(_)),
+                "{misses} {since} {ready} {links_up}: {h:?}"
             ),
             false => assert!(
-                matches!(step, Step::Watch(_)),
-                "{misses} {since} {ready} {links_up}: {step:?}"
+                matches!(h, Health::Suspect(_)),
+                "{misses} {since} {ready} {links_up}: {h:?}"
             ),
         }
+        // Whatever the verdict, the first bad observation is recorded before anything else.
+        assert!(matches!(c.step(), Step::MarkFailing(_)), "{:?}", c.step());
     }
+}
+
+#[test]
+fn a_restarted_operator_resumes_detection_from_the_recorded_first_bad_observation() {
+    let mut c = Case::new(healthy()).primary_dead();
+    // A new process: one bad observation of its own, the mark recorded 10 s ago.
+    c.streak = Streak {
+        misses: 1,
+        since: Some(t(99)),
+    };
+    c.failing_since = Some(t(90));
+    assert!(matches!(c.step(), Step::Watch(_)), "one miss is not enough");
+    c.streak.misses = RESUMED_MISSES;
+    assert!(matches!(c.step(), Step::StartFailover(_)), "{:?}", c.step());
+    // A mark younger than the window does not confirm anything by itself.
+    c.failing_since = Some(t(98));
+    assert!(matches!(c.step(), Step::Watch(_)), "{:?}", c.step());
+    // Without automatic failover nothing is recorded.
+    c.failing_since = None;
+    c.automatic = false;
+    assert!(matches!(c.step(), Step::Watch(_)), "{:?}", c.step());
+}
+
+#[test]
+fn candidates_link_check_counts_from_the_first_bad_observation() {
+    // The replicas lost the primary 12 s ago, when it was first seen failing; the failure
+    // was confirmed (and the failover started) only now, after operator restarts.
+    let mut c = Case::new(healthy()).primary_dead();
+    for o in [1, 2] {
+        let r = c.members.0.remove(&o).expect("replica");
+        c.members.0.insert(o, link_down(r, 12));
+    }
+    c.failing_since = Some(t(88));
+    assert!(matches!(c.step(), Step::StartFailover(_)), "{:?}", c.step());
+    c.target = PENDING;
+    c.fencing = fenced(&["demo-0"]);
+    c.operator_fenced = fenced(&["demo-0"]);
+    assert!(
+        candidate(&c.inputs()).is_some(),
+        "{}",
+        no_candidate(&c.inputs())
+    );
 }
 
 #[test]

@@ -235,26 +235,38 @@ async fn execute(pass: &mut Pass, step: Handoff) -> Result<Next, WriteError> {
             return Ok(Next::Stop(FAST));
         }
         Handoff::Delay { reason, remaining } => {
+            // Confirmed failing: one Warning series however many passes the delay takes.
+            w(pass).event(true, "PrimaryFailing", reason.clone()).await;
             pass.handoff = Some(reason);
             return Ok(Next::Stop(remaining.clamp(FAST, Duration::from_secs(5))));
         }
         Handoff::MarkFailing(r) => {
+            // The first bad observation, not yet a confirmed failure: no Event (a missed poll
+            // must not page anyone), the confirmed one gets `PrimaryFailing`/`FailoverStarted`.
             durable(pass, |s| {
                 s.current_primary_failing_since_timestamp = Some(ts(now))
             })
             .await?;
-            w(pass).event(true, "PrimaryFailing", r).await;
+            tracing::info!(reason = %r, "primary suspect; recorded when it was first seen failing");
         }
         Handoff::ClearFailing => {
+            let since = pass
+                .model
+                .status
+                .current_primary_failing_since_timestamp
+                .clone();
             durable(pass, |s| s.current_primary_failing_since_timestamp = None).await?;
-            let p = pass.model.status.current_primary.clone();
-            w(pass)
-                .event(
-                    false,
-                    "PrimaryRecovered",
-                    format!("primary {p} is healthy again"),
-                )
-                .await;
+            let lasted = since.map(|t| now.duration_since(t.0).unsigned_abs());
+            if lasted.is_some_and(|d| d >= crate::cluster::handoff::DETECTION_WINDOW) {
+                let p = pass.model.status.current_primary.clone();
+                w(pass)
+                    .event(
+                        false,
+                        "PrimaryRecovered",
+                        format!("primary {p} is healthy again"),
+                    )
+                    .await;
+            }
         }
         Handoff::StartFailover(r) => {
             durable(pass, |s| {
