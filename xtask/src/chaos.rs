@@ -20,7 +20,7 @@ use std::process::Command;
 use testenv::chaos::scenario::{ENV_PARALLEL, ENV_REPORT, ENV_SEEDS, RunReport};
 
 /// The operators that have chaos scenarios.
-pub const OPERATORS: &[&str] = &["redroid", "cocoon"];
+pub const OPERATORS: &[&str] = &["redroid", "cocoon", "redis"];
 
 /// `cargo xtask chaos` arguments.
 #[derive(clap::Args)]
