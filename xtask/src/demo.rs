@@ -1,9 +1,9 @@
 //! `cargo xtask demo`: start the local plane, install the redroid operator with
 //! `kubectl apply -k deploy/redroid`, run the real operator binary as its own ServiceAccount
 //! (so the demo runs under the hand-written RBAC, not as admin), apply the samples and show
-//! them converge; then the same for the cocoon operator ([`crate::demo_cocoon`]), then
-//! stellar across separate spaces ([`crate::demo_stellar`]). `--only redis` brings up a
-//! Redis cluster ([`crate::demo_redis`]).
+//! them converge; then the same for the cocoon operator ([`crate::demo_cocoon`]), then a
+//! Redis cluster and a failover ([`crate::demo_redis`]), then stellar across separate spaces
+//! ([`crate::demo_stellar`]). `--only redis` and `--only stellar` run one part.
 //!
 //! The Deployment's pods are faked by kwok (they cannot run our binary); the operator runs
 //! here as a child process instead, holding the leader Lease and watching only the demo
@@ -30,6 +30,7 @@ pub fn run() -> anyhow::Result<()> {
     let (rt, admin) = plane()?;
     redroid_demo(&rt, &admin)?;
     crate::demo_cocoon::run(&rt, &admin)?;
+    crate::demo_redis::run(&rt, &admin)?;
     crate::demo_stellar::run()?;
     println!("\nrun it all again with: cargo xtask demo   (stop the plane with: cargo xtask down)");
     Ok(())

@@ -141,18 +141,42 @@ fn record(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crashing_primary_is_fenced_and_a_synced_replica_promoted_with_no_acknowledged_write_lost()
  {
-    crash_the_primary("rc-failover", false).await;
+    crash_the_primary("rc-failover", Fault::Kill).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_crash_once_the_failover_intent_is_written_does_not_stop_the_failover() {
-    crash_the_primary("rc-failover-op", true).await;
+    crash_the_primary("rc-failover-op", Fault::KillThenCrashOperator).await;
 }
 
-/// Crashes demo-0, the primary of a 3-instance cluster, under a writer until the operator
-/// fails over (with `operator_crash`, the operator is killed as a crash would once the
-/// failover's intent is in the status, and started again); checks what the module says.
-async fn crash_the_primary(prefix: &str, operator_crash: bool) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deleted_primary_pod_fails_over_with_no_acknowledged_write_lost() {
+    crash_the_primary("rc-failover-del", Fault::DeletePod).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_primary_is_failed_over_and_once_thawed_never_takes_a_write() {
+    crash_the_primary("rc-failover-stop", Fault::Freeze).await;
+}
+
+/// How the primary fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// Its container (instance manager and redis-server) is SIGKILLed whenever it runs.
+    Kill,
+    /// The same, and the operator crashes once the failover's intent is in the status.
+    KillThenCrashOperator,
+    /// Its pod is deleted (gracefully, as `kubectl delete pod` does).
+    DeletePod,
+    /// Its container's processes are frozen (SIGSTOP) and thawed once another is primary.
+    Freeze,
+}
+
+/// Fails demo-0, the primary of a 3-instance cluster, the `fault` way under a writer until the
+/// operator fails over; checks what the module says. The sampler runs throughout, so a thawed
+/// old primary that accepted a write is a split.
+async fn crash_the_primary(prefix: &str, fault: Fault) {
+    let operator_crash = fault == Fault::KillThenCrashOperator;
     let mut env = Env::on_process_nodes(prefix, &[]).await;
     env.create("demo", json!({"instances": 3, "storage": {"size": "1Gi"}}))
         .await;
@@ -193,7 +217,26 @@ async fn crash_the_primary(prefix: &str, operator_crash: bool) {
         tracing::info!(after = ?started.elapsed(), "operator killed mid-failover");
         env.restart_operator();
     }
+    let frozen_uid = match fault {
+        Fault::DeletePod => {
+            pods.delete("demo-0", &Default::default())
+                .await
+                .expect("delete the primary's pod");
+            None
+        }
+        Fault::Freeze => {
+            let uid = pods.get("demo-0").await.expect("demo-0").uid();
+            procnode::freeze(&env.admin, &env.ns.name, "demo-0", "redis")
+                .await
+                .expect("freeze demo-0");
+            uid
+        }
+        Fault::Kill | Fault::KillThenCrashOperator => None,
+    };
     let kill = || async {
+        if !matches!(fault, Fault::Kill | Fault::KillThenCrashOperator) {
+            return;
+        }
         if procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
             .await
             .is_ok()
@@ -221,6 +264,23 @@ async fn crash_the_primary(prefix: &str, operator_crash: bool) {
         ["demo-1", "demo-2"].contains(&promoted.as_str()),
         "{promoted}"
     );
+    // A frozen old primary still in its pod is thawed: it must not take a write (the sampler
+    // is still asking every instance), and comes back as a replica.
+    if let Some(uid) = frozen_uid {
+        let same = pods
+            .get_opt("demo-0")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|p| p.uid());
+        if same.as_deref() == Some(uid.as_str()) {
+            let _ = procnode::thaw(&env.admin, &env.ns.name, "demo-0", "redis").await;
+        }
+        tracing::info!(
+            thawed_in_place = same.as_deref() == Some(uid.as_str()),
+            "thaw"
+        );
+    }
     // Writes go on against the new primary, then the old one comes back as its replica.
     writer.progress(200, T).await;
     let rc = env
