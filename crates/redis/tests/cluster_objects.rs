@@ -374,3 +374,99 @@ async fn a_pass_that_misses_the_instance_secrets_in_its_cache_keeps_them() {
         "a client built from the live material"
     );
 }
+
+/// `spec.storage.size` grown: PVCs of an expandable StorageClass are grown in place
+/// (`PVCResizeStarted`), those of a class without `allowVolumeExpansion` are left as they are
+/// with a `PVCResizeFailed` Warning naming the class; nothing is deleted or recreated.
+#[tokio::test]
+async fn a_larger_storage_size_grows_expandable_pvcs_and_reports_the_others() {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use kube::api::{DeleteParams, PostParams};
+
+    let env = Env::start("rc-resize", &["--leader-elect=false"]).await;
+    let class = format!("expandable-{}", env.ns.name);
+    let sc: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": class},
+        "provisioner": "kwok.x-k8s.io/volume",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+        "allowVolumeExpansion": true,
+    }))
+    .expect("class");
+    let classes: Api<StorageClass> = Api::all(env.admin.clone());
+    classes
+        .create(&PostParams::default(), &sc)
+        .await
+        .expect("create the class");
+    // kwok provisions only its own class: the expandable one gets a pre-bound volume (the
+    // control plane's PV controller binds it), as a static provisioner would.
+    let pv_name = format!("grow-{}", env.ns.name);
+    let pv: k8s_openapi::api::core::v1::PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": pv_name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": class,
+            "persistentVolumeReclaimPolicy": "Delete",
+            "hostPath": {"path": format!("/tmp/{pv_name}")},
+            "claimRef": {"namespace": env.ns.name, "name": "grow-data-0"},
+        },
+    }))
+    .expect("pv");
+    let pvs: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(env.admin.clone());
+    pvs.create(&PostParams::default(), &pv)
+        .await
+        .expect("create the volume");
+    env.create(
+        "grow",
+        json!({"instances": 1, "storage": {"size": "1Gi", "storageClassName": class}}),
+    )
+    .await;
+    env.create(
+        "fixed",
+        json!({"instances": 1, "storage": {"size": "1Gi", "storageClassName": testenv::plane::STORAGE_CLASS}}),
+    )
+    .await;
+    let pvcs: Api<PersistentVolumeClaim> = env.api();
+    let request = |p: &PersistentVolumeClaim| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"))
+            .map(|q| q.0.clone())
+    };
+    let bound = |p: &PersistentVolumeClaim| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+    };
+    let mut uids = BTreeMap::new();
+    for pvc in ["grow-data-0", "fixed-data-0"] {
+        let p = testenv::wait_for(&pvcs, pvc, T, bound)
+            .await
+            .unwrap_or_else(|e| panic!("{pvc} bound: {e}"));
+        uids.insert(pvc, p.uid());
+    }
+    for name in ["grow", "fixed"] {
+        env.patch(name, json!({"spec": {"storage": {"size": "2Gi"}}}))
+            .await;
+    }
+    let grown = testenv::wait_for(&pvcs, "grow-data-0", T, move |p| {
+        request(p).as_deref() == Some("2Gi")
+    })
+    .await
+    .expect("grow-data-0 grown");
+    assert_eq!(grown.uid(), uids["grow-data-0"], "grown in place");
+    env.wait_event("grow", "PVCResizeStarted").await;
+    let warned = env.wait_event("fixed", "PVCResizeFailed").await;
+    assert!(
+        warned
+            .iter()
+            .any(|n| n.contains(testenv::plane::STORAGE_CLASS)),
+        "the Warning names the class: {warned:?}"
+    );
+    let fixed = pvcs.get("fixed-data-0").await.expect("fixed-data-0");
+    assert_eq!(request(&fixed).as_deref(), Some("1Gi"));
+    assert_eq!(fixed.uid(), uids["fixed-data-0"]);
+    let _ = classes.delete(&class, &DeleteParams::default()).await;
+    let _ = pvs.delete(&pv_name, &DeleteParams::default()).await;
+}

@@ -284,6 +284,26 @@ impl Env {
         client.status(&ip).await.ok()
     }
 
+    /// Waits until an Event with `reason` is recorded about `regarding`; their notes.
+    pub async fn wait_event(&self, regarding: &str, reason: &str) -> Vec<String> {
+        use k8s_openapi::api::events::v1::Event;
+        let api = Api::<Event>::namespaced(self.admin.clone(), &self.ns.name);
+        let what = format!("a {reason} Event about {regarding}");
+        testenv::eventually(&what, T, || async {
+            let list = api.list(&Default::default()).await.ok()?;
+            let notes: Vec<String> = list
+                .items
+                .into_iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .map(|e| e.note.unwrap_or_default())
+                .collect();
+            (!notes.is_empty()).then_some(notes)
+        })
+        .await
+        .expect("the Event")
+    }
+
     /// The IP of pod `name`, when it has one.
     pub async fn pod_ip(&self, name: &str) -> Option<String> {
         let p = self.api::<Pod>().get_opt(name).await.ok()??;
