@@ -6,6 +6,12 @@
 //! - [`patch_status_if_changed`] makes no request at all when [`differs`] says they are equal,
 //!   so a reconcile with nothing to do makes zero writes; otherwise exactly one PATCH of the
 //!   status subresource.
+//! - [`patch_status_if_changed_at`] does the same, conditional on `obj`'s `resourceVersion`:
+//!   when the object changed since `obj` was read (a pass working from a watch cache that has
+//!   not yet seen a newer write), the API server answers 409 Conflict and nothing is written
+//!   (check with [`is_conflict`]); when it writes, it returns the object as stored, whose
+//!   `resourceVersion` the caller's next conditional write starts from. Opt-in: the
+//!   unconditional [`patch_status_if_changed`] is unchanged.
 //! - [`observed_generation`] is the generation to record as `status.observedGeneration`.
 
 use std::fmt::Debug;
@@ -47,11 +53,55 @@ where
     K::DynamicType: Default,
     K::Status: Serialize,
 {
+    let written = write(api, obj, desired, field_manager, None).await?;
+    Ok(written.is_some())
+}
+
+/// Patches `obj`'s status to `desired` if it [`differs`] from `obj`'s live status, only if the
+/// object's `resourceVersion` is still `obj`'s (see the module docs).
+///
+/// Returns the object as stored after the write, or `None` when no write was needed. A 409
+/// Conflict ([`is_conflict`]) means `obj` is older than the stored object: read it again. An
+/// `obj` without a `resourceVersion` (never read from the API server) is written
+/// unconditionally.
+pub async fn patch_status_if_changed_at<K>(
+    api: &Api<K>,
+    obj: &K,
+    desired: &K::Status,
+    field_manager: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + HasStatus + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+    K::Status: Serialize,
+{
+    let rv = obj.meta().resource_version.clone();
+    write(api, obj, desired, field_manager, rv.as_deref()).await
+}
+
+/// Whether `err` is the API server's 409 Conflict (a write conditional on a `resourceVersion`
+/// that is no longer the object's).
+pub fn is_conflict(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(s) if s.code == 409)
+}
+
+async fn write<K>(
+    api: &Api<K>,
+    obj: &K,
+    desired: &K::Status,
+    field_manager: &str,
+    resource_version: Option<&str>,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + HasStatus + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+    K::Status: Serialize,
+{
     let live = obj.status().map(serde_json::to_value).transpose();
     let live = live.map_err(kube::Error::SerdeError)?;
     let desired = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
     if !differs(live.as_ref(), &desired) {
-        return Ok(false);
+        return Ok(None);
     }
     // Server-side apply rather than a JSON merge patch: a field the status no longer carries
     // (an Option that became None, pruned here from the body) is removed because this field
@@ -59,15 +109,36 @@ where
     // the same single-writer mechanism the operators use for children. `force` because the
     // controller is the status's only rightful writer.
     let dt = K::DynamicType::default();
-    let body = serde_json::json!({
-        "apiVersion": K::api_version(&dt),
-        "kind": K::kind(&dt),
-        "status": without_nulls(desired),
-    });
+    let body = apply_body(
+        &K::api_version(&dt),
+        &K::kind(&dt),
+        desired,
+        resource_version,
+    );
     let params = PatchParams::apply(field_manager).force();
-    api.patch_status(&obj.name_any(), &params, &Patch::Apply(body))
+    let stored = api
+        .patch_status(&obj.name_any(), &params, &Patch::Apply(body))
         .await?;
-    Ok(true)
+    Ok(Some(stored))
+}
+
+/// The server-side apply body of a status write; a `resourceVersion` in it is a precondition
+/// (the API server refuses the apply with 409 Conflict when the object's differs).
+fn apply_body(
+    api_version: &str,
+    kind: &str,
+    status: Value,
+    resource_version: Option<&str>,
+) -> Value {
+    let mut body = serde_json::json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "status": without_nulls(status),
+    });
+    if let Some(rv) = resource_version {
+        body["metadata"] = serde_json::json!({"resourceVersion": rv});
+    }
+    body
 }
 
 fn same(a: &Value, b: &Value) -> bool {
@@ -179,6 +250,25 @@ mod tests {
     fn nulls_are_pruned_from_the_apply_body() {
         let body = without_nulls(json!({"a": null, "b": {"c": null, "d": 1}, "e": [null, 2]}));
         assert_eq!(body, json!({"b": {"d": 1}, "e": [null, 2]}));
+    }
+
+    #[test]
+    fn the_apply_body_carries_the_resource_version_only_when_guarded() {
+        let open = apply_body("v1", "ConfigMap", json!({"a": 1, "b": null}), None);
+        assert_eq!(
+            open,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "status": {"a": 1}})
+        );
+        let guarded = apply_body("v1", "ConfigMap", json!({"a": 1}), Some("42"));
+        assert_eq!(
+            guarded,
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"resourceVersion": "42"},
+                "status": {"a": 1},
+            })
+        );
     }
 
     #[test]

@@ -8,16 +8,14 @@
 //! - [`names`]: the label/annotation/port/path contract.
 //! - [`instance_api`]: the typed HTTP API between the operator and the instance managers.
 //! - [`run`]: the `controller` process.
-//! - [`backup`], [`scheduled_backup`]: the RedisBackup and RedisScheduledBackup controllers;
-//!   [`backup_client`]: their client of the instance API (to become one with
-//!   [`instance_client`], the RedisCluster controller's; both speak [`instance_api`]).
+//! - [`backup`], [`scheduled_backup`]: the RedisBackup and RedisScheduledBackup controllers.
+//! - [`instance_client`]: the controllers' one client of [`instance_api`].
 //! - [`admission`]: the defaulting and validating webhooks and their PKI.
 //! - [`quantity`], [`schedule`]: Kubernetes quantities and backup schedules, pure.
 //! - [`copy_binary`]: installs the running binary into the data pods' shared volume.
 
 pub mod admission;
 pub mod backup;
-pub mod backup_client;
 pub mod cli;
 pub mod cluster;
 pub mod context;

@@ -249,17 +249,19 @@ async fn controllers(
     backups: BackupSettings,
     metrics: RedisMetrics,
 ) -> anyhow::Result<()> {
+    // One instance client for every controller: one connection pool per cluster CA.
+    let connector: Arc<HttpsConnector> = Arc::new(HttpsConnector::default());
     let ctx = Arc::new(Context::new(
         rc.client.clone(),
         settings,
-        Arc::new(HttpsConnector::default()),
+        connector.clone(),
         metrics,
     ));
     let shared = Arc::new(crate::backup::Shared::new(
         rc.client.clone(),
         &rc.metrics,
         backups.backup_timeout,
-        Arc::new(crate::backup_client::HttpsConnector),
+        connector,
     ));
     let rc = RunContext {
         shutdown: rc.shutdown.child_token(),

@@ -352,6 +352,7 @@ async fn a_pass_that_misses_the_instance_secrets_in_its_cache_keeps_them() {
         ctx: Arc::new(ctx),
         model: redis::cluster::model::Model::of(&rc).expect("model"),
         rc: Arc::new(rc),
+        confirmed: false,
         seen: Default::default(),
         now: jiff::Timestamp::now(),
         members: Default::default(),

@@ -43,9 +43,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, controller::Action, watcher};
 use kube::{Client, ResourceExt};
 
-use crate::backup_client::{Connector, Started};
 use crate::crd::{BackupDestination, BackupMethod, BackupPhase, RedisBackup, RedisCluster};
 use crate::instance_api::BackupRequest;
+use crate::instance_client::{Connector, Started};
 use crate::names;
 use decide::{Next, Poll, Step};
 use observe::Observed;

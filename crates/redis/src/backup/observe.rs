@@ -15,8 +15,8 @@ use kube::api::{Api, ListParams};
 
 use super::Ctx;
 use super::target::{Candidate, Primary};
-use crate::backup_client::{BackupInstances, Credentials};
 use crate::crd::{ClusterMode, RedisBackup, RedisCluster};
+use crate::instance_client::{Credentials, Instances};
 use crate::names;
 
 /// A failed read.
@@ -69,7 +69,7 @@ pub struct Observed {
     /// Its data pods (empty when the backup is over or the cluster is missing).
     pub pods: Vec<Pod>,
     /// The cluster's instance API client, or why there is none (its Secrets are missing).
-    pub instances: Result<Arc<dyn BackupInstances>, String>,
+    pub instances: Result<Arc<dyn Instances>, String>,
     /// Whether the cluster's `backupCredentialsSecret` exists (`Err`: why not).
     pub credentials: Result<(), String>,
 }
@@ -154,7 +154,7 @@ pub async fn observe(ctx: &Ctx, b: &RedisBackup, active: bool) -> Result<Observe
         .filter(|p| names::ordinal_of(&name, &p.name_any()).is_some())
         .collect();
     obs.instances = match Credentials::read(&client, &ns, &name).await {
-        Ok(creds) => ctx.shared.connector.connect(creds),
+        Ok(creds) => ctx.shared.connector.connect(&creds),
         Err(e) => Err(e.to_string()),
     };
     Ok(obs)

@@ -8,9 +8,15 @@
 //!   every desired field is present in the live object with the same value (so a child edited
 //!   by someone else is put back, and a field the operator stopped sending is removed by the
 //!   apply). A converged cluster costs no write.
-//! - Annotation patches of the RedisCluster are guarded by its `resourceVersion` (a concurrent
-//!   edit of the fencing annotation by a user is never overwritten: the patch fails with a
-//!   conflict and the pass retries).
+//! - Every write of the RedisCluster itself (status, annotations, spec) is conditional on the
+//!   `resourceVersion` of the pass's copy (`rc`): a pass working from a view older than the
+//!   stored object (a watch cache behind the previous pass's write, a concurrent edit of the
+//!   fencing annotation by a user) writes nothing and gets [`WriteError::Stale`]; the pass
+//!   ends and the next one reads again. Each write returns the object as stored, whose
+//!   `resourceVersion` the pass's next write starts from.
+//! - [`Writer::confirm_current`] reads the RedisCluster back to check the pass's copy is the
+//!   stored one before an action a stale view must not take (moving the Lease, promoting,
+//!   deleting a pod or PVC).
 //! - The Lease moves by compare-and-swap on its `resourceVersion`: of two writers starting from
 //!   the same holder, exactly one succeeds.
 //! - Status is written through the status subresource only, and only when
@@ -91,6 +97,17 @@ pub enum WriteError {
         #[source]
         source: kube::Error,
     },
+    /// The RedisCluster changed since the pass read it (409 Conflict on a write conditional
+    /// on the pass's `resourceVersion`, or a newer one read back): the pass's view is stale.
+    #[error(
+        "RedisCluster {name} changed since this pass read it (resourceVersion {read}); the next pass reads it again"
+    )]
+    Stale {
+        /// Name.
+        name: String,
+        /// The resourceVersion the pass had.
+        read: String,
+    },
     /// Reading an object the write depends on.
     #[error("reading {kind} {name}: {source}")]
     Read {
@@ -104,18 +121,13 @@ pub enum WriteError {
     },
 }
 
+/// The category of [`WriteError::Stale`]: a pass whose error has it ended on a stale view.
+pub const STALE_VIEW: &str = "stale_view";
+
 impl WriteError {
-    /// Whether the API server refused the write because the object changed meanwhile.
-    pub fn is_conflict(&self) -> bool {
-        let src = match self {
-            WriteError::Apply { source, .. }
-            | WriteError::Create { source, .. }
-            | WriteError::Delete { source, .. }
-            | WriteError::Patch { source, .. }
-            | WriteError::Status { source, .. }
-            | WriteError::Read { source, .. } => source,
-        };
-        matches!(src, kube::Error::Api(s) if s.code == 409)
+    /// Whether the pass's view of the RedisCluster was older than the stored object.
+    pub fn is_stale(&self) -> bool {
+        matches!(self, WriteError::Stale { .. })
     }
 }
 
@@ -127,6 +139,7 @@ impl ReconcileError for WriteError {
             WriteError::Delete { .. } => "delete_failed",
             WriteError::Patch { .. } => "patch_failed",
             WriteError::Status { .. } => "status_write_failed",
+            WriteError::Stale { .. } => STALE_VIEW,
             WriteError::Read { .. } => "read_failed",
         }
     }
@@ -309,21 +322,65 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// The pass's resourceVersion of the RedisCluster.
+    fn read_version(&self) -> String {
+        self.rc.resource_version().unwrap_or_default()
+    }
+
+    /// `e` as [`WriteError::Stale`] when it is a 409 Conflict, else through `other`.
+    fn stale_or(
+        &self,
+        e: kube::Error,
+        other: impl FnOnce(kube::Error) -> WriteError,
+    ) -> WriteError {
+        if kit::status::is_conflict(&e) {
+            WriteError::Stale {
+                name: self.rc.name_any(),
+                read: self.read_version(),
+            }
+        } else {
+            other(e)
+        }
+    }
+
+    /// Checks that the pass's copy of the RedisCluster is the stored one (a read from the API
+    /// server, not the cache): [`WriteError::Stale`] when it is not.
+    pub async fn confirm_current(&self) -> Result<(), WriteError> {
+        let name = self.rc.name_any();
+        let stored = self
+            .api::<RedisCluster>()
+            .get(&name)
+            .await
+            .map_err(|source| WriteError::Read {
+                kind: "RedisCluster".into(),
+                name: name.clone(),
+                source,
+            })?;
+        if stored.resource_version() != self.rc.resource_version() {
+            tracing::info!(
+                cluster = %name,
+                read = %self.read_version(),
+                stored = ?stored.resource_version(),
+                "the pass's view of the cluster is stale"
+            );
+            return Err(WriteError::Stale {
+                name,
+                read: self.read_version(),
+            });
+        }
+        Ok(())
+    }
+
     /// Sets (`Some`) or removes (`None`) annotations of the RedisCluster: `change` computes
-    /// them from the annotations as freshly read, and the patch is guarded by that read's
-    /// resourceVersion (a concurrent edit makes it fail with a conflict, never lost).
+    /// them from the pass's copy's annotations, and the patch is conditional on its
+    /// resourceVersion (a concurrent edit makes it fail with [`WriteError::Stale`], never
+    /// lost). Returns the cluster as stored.
     pub async fn annotate_cluster(
         &self,
         change: impl FnOnce(&BTreeMap<String, String>) -> Vec<(&'static str, Option<String>)>,
     ) -> Result<RedisCluster, WriteError> {
         let name = self.rc.name_any();
-        let api = self.api::<RedisCluster>();
-        let fresh = api.get(&name).await.map_err(|source| WriteError::Read {
-            kind: "RedisCluster".into(),
-            name: name.clone(),
-            source,
-        })?;
-        let changes = change(fresh.annotations());
+        let changes = change(self.rc.annotations());
         let ann: serde_json::Map<String, Value> = changes
             .iter()
             .map(|(k, v)| {
@@ -335,61 +392,77 @@ impl<'a> Writer<'a> {
             .collect();
         let body = json!({"metadata": {
             "annotations": ann,
-            "resourceVersion": fresh.resource_version(),
+            "resourceVersion": self.rc.resource_version(),
         }});
-        let updated = api
+        let updated = self
+            .api::<RedisCluster>()
             .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
             .await
-            .map_err(|source| WriteError::Patch {
-                kind: "RedisCluster".into(),
-                name: name.clone(),
-                source,
+            .map_err(|e| {
+                self.stale_or(e, |source| WriteError::Patch {
+                    kind: "RedisCluster".into(),
+                    name: name.clone(),
+                    source,
+                })
             })?;
         tracing::info!(cluster = %name, ?changes, "annotated");
         Ok(updated)
     }
 
-    /// Merge-patches the RedisCluster's spec with `spec`.
+    /// Merge-patches the RedisCluster's spec with `spec`, conditional on the pass's
+    /// resourceVersion; returns the cluster as stored.
     pub async fn patch_spec(&self, spec: Value) -> Result<RedisCluster, WriteError> {
         let name = self.rc.name_any();
-        let body = json!({"spec": spec});
+        let body = json!({
+            "metadata": {"resourceVersion": self.rc.resource_version()},
+            "spec": spec,
+        });
         self.api::<RedisCluster>()
             .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
             .await
-            .map_err(|source| WriteError::Patch {
-                kind: "RedisCluster".into(),
-                name: name.clone(),
-                source,
+            .map_err(|e| {
+                self.stale_or(e, |source| WriteError::Patch {
+                    kind: "RedisCluster".into(),
+                    name: name.clone(),
+                    source,
+                })
             })
     }
 
     /// Writes `desired` as the status when it differs from `live` in more than volatile
-    /// numbers; returns whether it wrote.
+    /// numbers, conditional on the pass's resourceVersion; returns the cluster as stored, or
+    /// `None` when no write was needed.
     pub async fn status(
         &self,
         live: Option<&RedisClusterStatus>,
         desired: &RedisClusterStatus,
-    ) -> Result<bool, WriteError> {
+    ) -> Result<Option<RedisCluster>, WriteError> {
         if !super::status::needs_write(live, desired) {
-            return Ok(false);
+            return Ok(None);
         }
         let name = self.rc.name_any();
         tracing::debug!(
             cluster = %name,
             phase = ?desired.phase,
             reason = %desired.phase_reason,
+            read = %self.read_version(),
             "writing the status"
         );
         let mut shell = self.rc.clone();
         shell.status = live.cloned();
-        kit::status::patch_status_if_changed(
+        kit::status::patch_status_if_changed_at(
             &self.api::<RedisCluster>(),
             &shell,
             desired,
             names::FIELD_MANAGER,
         )
         .await
-        .map_err(|source| WriteError::Status { name, source })
+        .map_err(|e| {
+            self.stale_or(e, |source| WriteError::Status {
+                name: name.clone(),
+                source,
+            })
+        })
     }
 
     /// Moves the Lease `name` from `from` to `to` by compare-and-swap (creating it when `from`

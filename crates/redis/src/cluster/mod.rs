@@ -26,6 +26,14 @@
 //! status only when more than volatile numbers changed, Events only when something is done.
 //! Passes requeue after the poll interval (the instances' state is polled, not watched), and
 //! every second while the primary is suspect or a handoff is under way.
+//!
+//! A pass works from the watch cache's copy of the RedisCluster, which can be older than the
+//! stored object (the previous pass's status write not seen yet). Its writes of the
+//! RedisCluster are conditional on the copy's `resourceVersion` and carry the stored one
+//! forward ([`apply`]), and before an action a stale view must not take it confirms the copy
+//! is current ([`Pass::confirm_current`]). A pass that finds its view stale is not an error:
+//! it ends, and the next pass starts after [`REREAD`] from the cache again (no Warning, no
+//! back-off).
 
 pub mod apply;
 pub mod build;
@@ -61,13 +69,18 @@ pub const FAST: Duration = Duration::from_secs(1);
 pub const CACHE_WAIT: Duration = Duration::from_secs(5);
 /// When a pass that found the caches incomplete is tried again.
 pub const CACHE_RETRY: Duration = Duration::from_secs(10);
+/// When a pass that found its view of the RedisCluster stale is followed by the next one.
+pub const REREAD: Duration = Duration::from_millis(500);
 
 /// One pass's working state, handed from step to step.
 pub struct Pass {
     /// The operator context.
     pub ctx: Arc<Context>,
-    /// The RedisCluster as last read or written.
+    /// The RedisCluster as last read or written: its `resourceVersion` is the precondition
+    /// of the pass's next write of it.
     pub rc: Arc<RedisCluster>,
+    /// Whether `rc` is known to be the stored object (read back, or written by this pass).
+    pub confirmed: bool,
     /// Its validated model.
     pub model: Model,
     /// Its children.
@@ -94,14 +107,26 @@ pub struct Pass {
 }
 
 impl Pass {
-    /// Replaces the cluster after a write that returned it (the status this pass computed is
-    /// kept: the returned object's may be older than what was just written).
+    /// Replaces the cluster after a write of it that returned it: its `resourceVersion` is
+    /// the precondition of the pass's next write (the status this pass computed is kept).
     pub fn refresh(&mut self, rc: RedisCluster) {
         let status = self.model.status.clone();
         if let Ok(m) = Model::of(&rc) {
             self.model = Model { status, ..m };
         }
         self.rc = Arc::new(rc);
+        self.confirmed = true;
+    }
+
+    /// Makes sure the pass's copy of the RedisCluster is the stored one before an action a
+    /// stale view must not take: one read from the API server per pass, none once the pass
+    /// wrote the cluster. [`apply::WriteError::Stale`] when it is not.
+    pub async fn confirm_current(&mut self) -> Result<(), apply::WriteError> {
+        if !self.confirmed {
+            self.writer().confirm_current().await?;
+            self.confirmed = true;
+        }
+        Ok(())
     }
 
     /// The writer of this pass.
@@ -182,7 +207,9 @@ pub async fn reconcile(rc: Arc<RedisCluster>, r: Arc<Reconciler>) -> Result<Acti
     let model = match Model::of(&rc) {
         Ok(m) => m,
         Err(e) => {
-            steps::update_status::invalid(ctx, &rc, &e).await;
+            if !steps::update_status::invalid(ctx, &rc, &e).await {
+                return Ok(Action::requeue(REREAD));
+            }
             return Err(e.into());
         }
     };
@@ -192,6 +219,7 @@ pub async fn reconcile(rc: Arc<RedisCluster>, r: Arc<Reconciler>) -> Result<Acti
         memory: ctx.memory(&uid),
         model,
         rc: rc.clone(),
+        confirmed: false,
         now: Timestamp::now(),
         members: Members::default(),
         instances: None,
@@ -205,12 +233,70 @@ pub async fn reconcile(rc: Arc<RedisCluster>, r: Arc<Reconciler>) -> Result<Acti
     ctx.remember(&uid, pass.memory.clone());
     ctx.metrics
         .reconciled(&ns, &rc.name_any(), started.elapsed().as_secs_f64());
-    let outcome = report.into_result()?;
+    let outcome = reread_if_stale(report.into_result())?;
     let poll = Outcome::RequeueAfter(ctx.settings.poll_interval);
     Ok(ctx.backoff.succeeded(&*rc, outcome.sooner(poll)))
+}
+
+/// A pass that ended on a stale view of the cluster is not a failure: it is followed by the
+/// next one after [`REREAD`] (no Warning, no back-off); anything else as it is.
+pub fn reread_if_stale(
+    result: Result<Outcome, kit::pipeline::PipelineError>,
+) -> Result<Outcome, kit::pipeline::PipelineError> {
+    match result {
+        Err(e) if e.category() == apply::STALE_VIEW => {
+            tracing::info!(error = %e, "stale view of the cluster; reading it again");
+            Ok(Outcome::RequeueAfter(REREAD))
+        }
+        other => other,
+    }
 }
 
 /// Retry policy: transient errors back off per object, an invalid spec waits for a change.
 pub fn error_policy(rc: Arc<RedisCluster>, err: &Error, r: Arc<Reconciler>) -> Action {
     r.ctx.backoff.failed(&*rc, err)
+}
+
+#[cfg(test)]
+mod tests {
+    use kit::pipeline::PipelineError;
+
+    use super::*;
+    use crate::cluster::apply::WriteError;
+    use crate::cluster::steps::{handle_primary::HandoffError, update_status::StatusError};
+
+    fn failed(step: &'static str, e: WriteError, handoff: bool) -> Result<Outcome, PipelineError> {
+        let source = if handoff {
+            HandoffError::from(e).into()
+        } else {
+            StatusError::from(e).into()
+        };
+        Err(PipelineError { step, source })
+    }
+
+    fn stale() -> WriteError {
+        WriteError::Stale {
+            name: "demo".into(),
+            read: "41".into(),
+        }
+    }
+
+    #[test]
+    fn a_stale_view_rereads_soon_and_other_results_pass_through() {
+        for handoff in [false, true] {
+            assert_eq!(
+                reread_if_stale(failed("s", stale(), handoff)).ok(),
+                Some(Outcome::RequeueAfter(REREAD))
+            );
+        }
+        let read = WriteError::Read {
+            kind: "RedisCluster".into(),
+            name: "demo".into(),
+            source: kube::Error::LinesCodecMaxLineLengthExceeded,
+        };
+        let err = reread_if_stale(failed("s", read, true)).expect_err("a failure");
+        assert_eq!(err.category(), "read_failed");
+        let ok = Ok(Outcome::RequeueAfter(FAST));
+        assert_eq!(reread_if_stale(ok).ok(), Some(Outcome::RequeueAfter(FAST)));
+    }
 }

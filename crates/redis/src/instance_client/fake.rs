@@ -1,13 +1,15 @@
 //! An in-memory stand-in for a cluster's instance managers, for step tests: status reports by
-//! IP, scripted command answers, and a record of every command sent.
+//! IP, scripted command answers and backups, and a record of every command sent.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use futures::future::BoxFuture;
 
-use super::{Answer, CallError, Instances};
-use crate::instance_api::{DemoteRequest, InstanceReport, PromoteRequest, SwitchoverRequest};
+use super::{Answer, CallError, Instances, Started};
+use crate::instance_api::{
+    BackupRequest, BackupResult, DemoteRequest, InstanceReport, PromoteRequest, SwitchoverRequest,
+};
 
 /// A command the fake received.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +20,8 @@ pub enum Sent {
     Demote(String, DemoteRequest),
     /// A switchover sent to the primary at the IP.
     Switchover(String, SwitchoverRequest),
+    /// A backup started on the instance at the IP.
+    Backup(String, BackupRequest),
 }
 
 /// The fake (see the module docs).
@@ -27,11 +31,22 @@ pub struct FakeInstances {
     pub reports: Mutex<BTreeMap<String, InstanceReport>>,
     /// Answers to commands by IP (default: done).
     pub answers: Mutex<BTreeMap<String, Answer>>,
+    /// Backups the instances know, by id: `POST /v1/backup` for a backup name without one
+    /// is refused, `GET /v1/backup/<id>` without one is `None`.
+    pub backups: Mutex<BTreeMap<String, BackupResult>>,
     /// Every command, in order.
     pub sent: Mutex<Vec<Sent>>,
 }
 
 impl FakeInstances {
+    fn known(&self, id: &str) -> Option<BackupResult> {
+        self.backups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
     fn answer(&self, ip: &str, sent: Sent) -> Result<Answer, CallError> {
         self.sent
             .lock()
@@ -98,6 +113,41 @@ impl Instances for FakeInstances {
         req: &'a SwitchoverRequest,
     ) -> BoxFuture<'a, Result<Answer, CallError>> {
         let r = self.answer(ip, Sent::Switchover(ip.to_owned(), req.clone()));
+        Box::pin(async move { r })
+    }
+
+    fn start_backup<'a>(
+        &'a self,
+        ip: &'a str,
+        req: &'a BackupRequest,
+    ) -> BoxFuture<'a, Result<Started, CallError>> {
+        let r = self
+            .answer(ip, Sent::Backup(ip.to_owned(), req.clone()))
+            .map(|_| match self.known(&req.backup_name) {
+                Some(b) => Started::Accepted(b),
+                None => Started::Refused(format!("no backup {} scripted", req.backup_name)),
+            });
+        Box::pin(async move { r })
+    }
+
+    fn backup<'a>(
+        &'a self,
+        ip: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<BackupResult>, CallError>> {
+        let reachable = self
+            .reports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(ip);
+        let r = if reachable {
+            Ok(self.known(id))
+        } else {
+            Err(CallError::Transport {
+                ip: ip.to_owned(),
+                message: "unreachable".into(),
+            })
+        };
         Box::pin(async move { r })
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! Contract: [`HttpsConnector`] keeps one connection pool per (CA, server name), so a poll
 //! every few seconds reuses its TLS connections; a rotated CA gets a new pool. Calls time out
-//! after [`STATUS_TIMEOUT`] (status) or [`COMMAND_TIMEOUT`] plus the switchover's own pause.
+//! after [`STATUS_TIMEOUT`] (status), [`BACKUP_TIMEOUT`] (starting or following a backup,
+//! which runs in the background) or [`COMMAND_TIMEOUT`] plus the switchover's own pause.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,10 +21,10 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio_rustls::rustls::{self, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use super::{Answer, CallError, Connector, Credentials, Instances};
+use super::{Answer, CallError, Connector, Credentials, Instances, Started};
 use crate::instance_api::{
-    API_VERSION, CommandResult, DemoteRequest, InstanceReport, PromoteRequest, SwitchoverRequest,
-    VERSION_HEADER,
+    API_VERSION, BackupRequest, BackupResult, CommandResult, DemoteRequest, InstanceReport,
+    PromoteRequest, SwitchoverRequest, VERSION_HEADER,
 };
 use crate::names;
 
@@ -31,6 +32,9 @@ use crate::names;
 pub const STATUS_TIMEOUT: Duration = Duration::from_secs(3);
 /// Timeout of a command (a switchover adds its own pause to it).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
+/// Timeout of starting or following a backup (it runs in the background: no call waits for
+/// it).
+pub const BACKUP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Verifies the peer against the cluster CA for a fixed name.
 #[derive(Debug)]
@@ -121,6 +125,25 @@ impl HttpsInstances {
         format!("https://{host}:{}{path}", names::INSTANCE_HTTP_PORT)
     }
 
+    /// Sends `req` with the token and the version header; the status code and the body.
+    async fn send(
+        &self,
+        ip: &str,
+        req: reqwest::RequestBuilder,
+        timeout: Duration,
+    ) -> Result<(u16, String), CallError> {
+        let resp = req
+            .bearer_auth(&self.token)
+            .header(VERSION_HEADER, API_VERSION)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| transport(ip, &e))?;
+        let code = resp.status().as_u16();
+        let text = resp.text().await.map_err(|e| transport(ip, &e))?;
+        Ok((code, text))
+    }
+
     async fn command<B: serde::Serialize + Sync>(
         &self,
         ip: &str,
@@ -128,27 +151,17 @@ impl HttpsInstances {
         body: &B,
         timeout: Duration,
     ) -> Result<Answer, CallError> {
-        let resp = self
-            .http
-            .post(Self::url(ip, path))
-            .bearer_auth(&self.token)
-            .header(VERSION_HEADER, API_VERSION)
-            .timeout(timeout)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| transport(ip, &e))?;
-        let code = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| transport(ip, &e))?;
+        let req = self.http.post(Self::url(ip, path)).json(body);
+        let (code, text) = self.send(ip, req, timeout).await?;
         serde_json::from_str::<CommandResult>(&text)
             .ok()
             .and_then(|r| Answer::of(code, r))
-            .ok_or_else(|| CallError::Status {
-                ip: ip.to_owned(),
-                code,
-                body: text,
-            })
+            .ok_or_else(|| CallError::status(ip, code, &text))
     }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(ip: &str, code: u16, body: &str) -> Result<T, CallError> {
+    serde_json::from_str(body).map_err(|e| CallError::status(ip, code, &format!("{e}: {body}")))
 }
 
 fn transport(ip: &str, e: &reqwest::Error) -> CallError {
@@ -177,24 +190,11 @@ fn pool(creds: &Credentials) -> Result<reqwest::Client, String> {
 impl Instances for HttpsInstances {
     fn status<'a>(&'a self, ip: &'a str) -> BoxFuture<'a, Result<InstanceReport, CallError>> {
         Box::pin(async move {
-            let resp = self
-                .http
-                .get(Self::url(ip, names::PATH_STATUS))
-                .bearer_auth(&self.token)
-                .header(VERSION_HEADER, API_VERSION)
-                .timeout(STATUS_TIMEOUT)
-                .send()
-                .await
-                .map_err(|e| transport(ip, &e))?;
-            let code = resp.status().as_u16();
-            let text = resp.text().await.map_err(|e| transport(ip, &e))?;
-            match (code, serde_json::from_str::<InstanceReport>(&text)) {
-                (200, Ok(r)) => Ok(r),
-                _ => Err(CallError::Status {
-                    ip: ip.to_owned(),
-                    code,
-                    body: text,
-                }),
+            let req = self.http.get(Self::url(ip, names::PATH_STATUS));
+            let (code, text) = self.send(ip, req, STATUS_TIMEOUT).await?;
+            match code {
+                200 => parse(ip, code, &text),
+                _ => Err(CallError::status(ip, code, &text)),
             }
         })
     }
@@ -222,6 +222,45 @@ impl Instances for HttpsInstances {
     ) -> BoxFuture<'a, Result<Answer, CallError>> {
         let timeout = COMMAND_TIMEOUT + Duration::from_millis(req.timeout_ms);
         Box::pin(self.command(ip, names::PATH_SWITCHOVER, req, timeout))
+    }
+
+    fn start_backup<'a>(
+        &'a self,
+        ip: &'a str,
+        req: &'a BackupRequest,
+    ) -> BoxFuture<'a, Result<Started, CallError>> {
+        Box::pin(async move {
+            let post = self.http.post(Self::url(ip, names::PATH_BACKUP)).json(req);
+            let (code, text) = self.send(ip, post, BACKUP_TIMEOUT).await?;
+            match code {
+                200 | 202 => parse(ip, code, &text).map(Started::Accepted),
+                400 => Ok(Started::Refused(text)),
+                409 => {
+                    let reason = serde_json::from_str::<BackupResult>(&text)
+                        .map(|r| r.error)
+                        .unwrap_or(text);
+                    Ok(Started::Refused(reason))
+                }
+                _ => Err(CallError::status(ip, code, &text)),
+            }
+        })
+    }
+
+    fn backup<'a>(
+        &'a self,
+        ip: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<BackupResult>, CallError>> {
+        Box::pin(async move {
+            let path = format!("{}/{id}", names::PATH_BACKUP);
+            let req = self.http.get(Self::url(ip, &path));
+            let (code, text) = self.send(ip, req, BACKUP_TIMEOUT).await?;
+            match code {
+                200 => parse(ip, code, &text).map(Some),
+                404 => Ok(None),
+                _ => Err(CallError::status(ip, code, &text)),
+            }
+        })
     }
 }
 

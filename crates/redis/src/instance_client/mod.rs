@@ -1,20 +1,29 @@
-//! The operator's side of the instance API ([`crate::instance_api`]): a port with the real
-//! HTTPS client ([`https`]) and an in-memory fake for step tests ([`fake`]).
+//! The operator's side of the instance API ([`crate::instance_api`]), for every controller
+//! (the cluster controller's polls and commands, the backup controller's backups): a port
+//! with the real HTTPS client ([`https`]) and an in-memory fake for step tests ([`fake`]).
 //!
 //! Contract:
 //! - Every call goes to one pod IP, never a Service; a call either gets the instance's answer
-//!   ([`Answer::Done`], or [`Answer::Refused`] for a 409 with its reason) or fails with a
-//!   [`CallError`] that says whether anything may have happened (a transport failure after the
-//!   request was sent may have taken effect: the caller re-observes before deciding again).
-//! - [`Instances`] is per cluster: it carries that cluster's CA, server name and token.
+//!   ([`Answer::Done`], or [`Answer::Refused`] for a 409 with its reason; [`Started`] for a
+//!   backup) or fails with a [`CallError`] that says whether anything may have happened (a
+//!   transport failure after the request was sent may have taken effect: the caller
+//!   re-observes before deciding again).
+//! - `GET /v1/backup/<id>` answering 404 is `Ok(None)`: the instance does not know the
+//!   backup (never started there, or the instance restarted and forgot it).
+//! - [`Instances`] is per cluster: it carries that cluster's CA, server name and token
+//!   ([`Credentials`], read from the cluster's Secrets by [`Credentials::read`]).
 
+pub mod credentials;
 pub mod fake;
 pub mod https;
+
+pub use credentials::{Credentials, CredentialsError};
 
 use futures::future::BoxFuture;
 
 use crate::instance_api::{
-    CommandResult, DemoteRequest, InstanceReport, PromoteRequest, SwitchoverRequest,
+    BackupRequest, BackupResult, CommandResult, DemoteRequest, InstanceReport, PromoteRequest,
+    SwitchoverRequest,
 };
 
 /// What an instance answered to a command.
@@ -55,9 +64,33 @@ pub enum CallError {
         ip: String,
         /// The status code.
         code: u16,
-        /// The body.
+        /// The body (at most [`BODY_SHOWN`] characters).
         body: String,
     },
+}
+
+/// The most characters of an unexpected answer's body a [`CallError::Status`] keeps.
+pub const BODY_SHOWN: usize = 500;
+
+impl CallError {
+    /// An answer the contract does not define for the call: HTTP `code` with `body`.
+    pub fn status(ip: &str, code: u16, body: &str) -> Self {
+        CallError::Status {
+            ip: ip.to_owned(),
+            code,
+            body: body.chars().take(BODY_SHOWN).collect(),
+        }
+    }
+}
+
+/// The answer to `POST /v1/backup`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Started {
+    /// Accepted (202), or the same backup answered again (200 once it ended).
+    Accepted(BackupResult),
+    /// Refused: 400 (a bad request: the destination or name) or 409 (the instance is not
+    /// running redis-server), with the instance's reason.
+    Refused(String),
 }
 
 /// One cluster's instances.
@@ -82,17 +115,18 @@ pub trait Instances: Send + Sync {
         ip: &'a str,
         req: &'a SwitchoverRequest,
     ) -> BoxFuture<'a, Result<Answer, CallError>>;
-}
-
-/// What a cluster's client needs: from the Secrets the operator created.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Credentials {
-    /// The per-cluster CA certificate (PEM).
-    pub ca_pem: String,
-    /// The DNS name the instances' certificate carries ([`crate::instance_api::server_name`]).
-    pub server_name: String,
-    /// The bearer token.
-    pub token: String,
+    /// `POST /v1/backup`.
+    fn start_backup<'a>(
+        &'a self,
+        ip: &'a str,
+        req: &'a BackupRequest,
+    ) -> BoxFuture<'a, Result<Started, CallError>>;
+    /// `GET /v1/backup/<id>`; `None` when the instance does not know it (404).
+    fn backup<'a>(
+        &'a self,
+        ip: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<BackupResult>, CallError>>;
 }
 
 /// Makes a cluster's [`Instances`] from its credentials (the real one caches connections).

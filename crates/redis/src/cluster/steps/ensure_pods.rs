@@ -5,7 +5,8 @@
 //!   role `status.currentPrimary` gives them), one Event `CreatedPod` each; a pod that already
 //!   exists (a cache behind) is left alone.
 //! - Role labels are fixed with a merge patch of that one label.
-//! - The plan's deletion is carried out (graceful: the instance manager's `SHUTDOWN` waits for
+//! - The plan's deletion is carried out once the pass's view of the cluster is confirmed
+//!   current ([`Pass::confirm_current`]) (graceful: the instance manager's `SHUTDOWN` waits for
 //!   replicas); when it replaces the primary under a supervised strategy the approval
 //!   annotation is consumed. A switchover is not done here: the handoff step started it.
 //! - A pass that created or deleted requeues soon, to follow the pods.
@@ -42,6 +43,8 @@ async fn delete(
     why: Why,
     primary: bool,
 ) -> Result<(), WriteError> {
+    // The plan comes from the pass's view of the cluster (who is primary): not from a stale one.
+    pass.confirm_current().await?;
     for p in pods {
         pass.writer().delete::<Pod>(p, None).await?;
         let note = format!("deleted pod {p} ({})", why.as_str());

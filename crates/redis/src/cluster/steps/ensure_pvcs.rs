@@ -10,7 +10,8 @@
 //!   naming the class; instances whose PVC then waits for a file-system resize are restarted
 //!   by the rolling update.
 //! - During node maintenance with `reusePVC: false`, the PVCs of instances whose pod is
-//!   missing (never the primary's) are deleted, so they come back on fresh storage.
+//!   missing (never the primary's, once the pass's view of who it is is confirmed current)
+//!   are deleted, so they come back on fresh storage.
 //! - Nothing for emptyDir storage. Never stops the pass.
 
 use futures::future::BoxFuture;
@@ -111,7 +112,8 @@ impl Step<Pass> for EnsurePvcs {
 
     fn run<'a>(&'a self, pass: &'a mut Pass) -> BoxFuture<'a, StepResult> {
         Box::pin(async move {
-            let m = &pass.model;
+            // Owned: a recycle confirms the pass's view first, which needs the pass.
+            let m = &pass.model.clone();
             if !m.uses_pvcs() {
                 return Ok(Flow::Continue);
             }
@@ -131,6 +133,8 @@ impl Step<Pass> for EnsurePvcs {
                     Some(_)
                         if recycle && pod_missing && m.pod_name(o) != m.status.current_primary =>
                     {
+                        // Never the primary's: not from a stale view of who it is.
+                        pass.confirm_current().await?;
                         pass.writer()
                             .delete::<PersistentVolumeClaim>(&name, None)
                             .await?;

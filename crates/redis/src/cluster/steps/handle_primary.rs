@@ -5,8 +5,13 @@
 //! Contract:
 //! - Every durable change is written before the next action depends on it: the intent
 //!   (`targetPrimary`) and failure time in the status, the fences in the RedisCluster's
-//!   annotations (guarded by its resourceVersion), the Lease by compare-and-swap; a failed
-//!   write ends the pass and the next one starts from what is stored.
+//!   annotations, both conditional on the pass's resourceVersion of the cluster, the Lease by
+//!   compare-and-swap; a failed write ends the pass and the next one starts from what is
+//!   stored.
+//! - An action outside the RedisCluster (moving the Lease, deleting the old primary's pod,
+//!   promoting, handing over, pointing `-leader`, aborting) is taken only once the pass's copy
+//!   of the cluster is confirmed current ([`Pass::confirm_current`]): a pass working from a
+//!   stale view (the cache behind a published promotion) ends instead of undoing it.
 //! - After a command to an instance (promote, switchover) the instances it concerns are polled
 //!   again before deciding; a refusal (409) is remembered for the next decision; a command
 //!   without an answer is not repeated in the same pass.
@@ -223,8 +228,24 @@ enum Next {
     Stop(Duration),
 }
 
+/// Whether `step` acts outside the RedisCluster (see the module contract).
+fn acts_outside(step: &Handoff) -> bool {
+    matches!(
+        step,
+        Handoff::StopPod { .. }
+            | Handoff::MoveLease { .. }
+            | Handoff::Promote { .. }
+            | Handoff::HandOver { .. }
+            | Handoff::PointLeader(_)
+            | Handoff::Abort(_)
+    )
+}
+
 async fn execute(pass: &mut Pass, step: Handoff) -> Result<Next, WriteError> {
     let now = pass.now;
+    if acts_outside(&step) {
+        pass.confirm_current().await?;
+    }
     fn w(p: &Pass) -> crate::cluster::apply::Writer<'_> {
         p.writer()
     }

@@ -5,7 +5,9 @@
 //!   phase says what is pending) and the later steps (the handoff starts the switchover it
 //!   asks for; `ensure_pods` carries out the rest).
 //! - The status ([`crate::cluster::status`]) is written only when more than volatile numbers
-//!   changed; a phase change is also an Event (`Healthy`, `Degraded`, …) with the reason.
+//!   changed, conditional on the pass's resourceVersion (a stale view ends the pass); the
+//!   cluster as stored replaces the pass's copy; a phase change is also an Event (`Healthy`,
+//!   `Degraded`, …) with the reason.
 //! - The `redis_cluster_*` gauges are updated. Never stops the pass.
 
 use futures::future::BoxFuture;
@@ -194,7 +196,8 @@ pub fn desired(pass: &Pass) -> RedisClusterStatus {
 pub async fn write(pass: &mut Pass) -> Result<bool, WriteError> {
     let desired = desired(pass);
     let live = pass.rc.status.clone();
-    let wrote = pass.writer().status(live.as_ref(), &desired).await?;
+    let stored = pass.writer().status(live.as_ref(), &desired).await?;
+    let wrote = stored.is_some();
     let before = pass.model.status.phase;
     if wrote && desired.phase != before {
         let warning = matches!(
@@ -217,17 +220,18 @@ pub async fn write(pass: &mut Pass) -> Result<bool, WriteError> {
         actual,
         desired.phase,
     );
-    if wrote {
-        let mut rc = (*pass.rc).clone();
-        rc.status = Some(desired.clone());
+    if let Some(rc) = stored {
+        // The pass's next write of the cluster is conditional on this resourceVersion.
         pass.rc = std::sync::Arc::new(rc);
+        pass.confirmed = true;
     }
     pass.model.status = desired;
     Ok(wrote)
 }
 
-/// Records an invalid spec in the status (phase `Degraded`, `Ready` False `InvalidSpec`).
-pub async fn invalid(ctx: &Context, rc: &RedisCluster, why: &Invalid) {
+/// Records an invalid spec in the status (phase `Degraded`, `Ready` False `InvalidSpec`);
+/// `false` when `rc` was older than the stored cluster (nothing written: read it again).
+pub async fn invalid(ctx: &Context, rc: &RedisCluster, why: &Invalid) -> bool {
     let mut st = rc.status.clone().unwrap_or_default();
     st.phase = Some(ClusterPhase::Degraded);
     st.phase_reason = why.to_string();
@@ -244,8 +248,16 @@ pub async fn invalid(ctx: &Context, rc: &RedisCluster, why: &Invalid) {
         jiff::Timestamp::now(),
     );
     let w = Writer::new(ctx, rc);
-    if let Err(e) = w.status(rc.status.as_ref(), &st).await {
-        tracing::warn!(cluster = %rc.name_any(), error = %e, "recording the invalid spec");
+    match w.status(rc.status.as_ref(), &st).await {
+        Ok(_) => true,
+        Err(e) if e.is_stale() => {
+            tracing::info!(error = %e, "recording the invalid spec");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(cluster = %rc.name_any(), error = %e, "recording the invalid spec");
+            true
+        }
     }
 }
 
