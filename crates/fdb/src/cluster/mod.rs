@@ -71,6 +71,8 @@ pub struct Options {
     pub minimum_uptime_for_coordinator_change: f64,
     /// At most this many active generations for any destructive step (10).
     pub max_active_generations: i64,
+    /// `--minimum-age-for-terminal-pod-deletion` (30 s).
+    pub minimum_age_for_terminal_pod_deletion: Duration,
 }
 
 impl Default for Options {
@@ -81,6 +83,7 @@ impl Default for Options {
             minimum_recovery_time_for_missing_coordinator_change: 120.0,
             minimum_uptime_for_coordinator_change: 300.0,
             max_active_generations: 10,
+            minimum_age_for_terminal_pod_deletion: Duration::from_secs(30),
         }
     }
 }
@@ -101,8 +104,13 @@ pub struct CliClients {
 impl CliClients {
     /// Clients configured from the environment, as upstream reads it.
     pub fn from_env() -> Self {
+        Self::new(BinaryConfig::from_env())
+    }
+
+    /// Clients running the binaries `config` describes.
+    pub fn new(config: BinaryConfig) -> Self {
         CliClients {
-            config: Arc::new(BinaryConfig::from_env()),
+            config: Arc::new(config),
         }
     }
 
@@ -202,6 +210,13 @@ impl Context {
             options: Options::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
         }
+    }
+
+    /// The same context with other thresholds (the operator's flags, or a test's).
+    #[must_use]
+    pub fn with_options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
     }
 }
 
@@ -455,8 +470,20 @@ pub fn error_policy(
     ctx.backoff.failed(&*cluster, err)
 }
 
-/// Runs the cluster controller until `rc.shutdown`; `namespace` limits every watch.
+/// Runs the cluster controller, one reconcile at a time, until `rc.shutdown`; `namespace`
+/// limits every watch.
 pub async fn run(ctx: Arc<Context>, rc: RunContext, namespace: Option<String>) {
+    run_with(ctx, rc, namespace, 1).await;
+}
+
+/// Runs the cluster controller with up to `concurrency` reconciles at once (different
+/// clusters; one cluster is never reconciled twice at once) until `rc.shutdown`.
+pub async fn run_with(
+    ctx: Arc<Context>,
+    rc: RunContext,
+    namespace: Option<String>,
+    concurrency: usize,
+) {
     fn api<K: Resource<Scope = k8s_openapi::NamespaceResourceScope>>(
         c: &kube::Client,
         ns: &Option<String>,
@@ -479,7 +506,8 @@ pub async fn run(ctx: Arc<Context>, rc: RunContext, namespace: Option<String>) {
         )
         .owns(api::<Service>(&client, &namespace), wc.clone())
         .owns(api::<ConfigMap>(&client, &namespace), wc);
-    let settings = ControllerSettings::new(CONTROLLER);
+    let mut settings = ControllerSettings::new(CONTROLLER);
+    settings.max_concurrent_reconciles = concurrency.max(1);
     run_controller(controller, &settings, &rc, reconcile, error_policy, ctx).await;
 }
 
