@@ -95,6 +95,13 @@ async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
         status.connection_string
     );
     assert!(status.health.available);
+    for condition in ["Ready", "DatabaseAvailable", "SpecValid"] {
+        assert!(
+            kit::conditions::is_true(&status.conditions, condition),
+            "{condition}: {:?}",
+            status.conditions
+        );
+    }
 
     // 2. A pass over the converged cluster makes no write.
     let (counting, counts) = testenv::counting_client().await;
@@ -384,6 +391,15 @@ async fn an_unavailable_database_gets_nothing_destructive_and_the_status_says_so
     )
     .await
     .expect("status reports the unavailable database");
+    let conditions = c.status.clone().unwrap().conditions;
+    let available = kit::conditions::get(&conditions, "DatabaseAvailable").unwrap();
+    assert_eq!(available.status, "False", "{conditions:?}");
+    let ready = kit::conditions::get(&conditions, "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "DatabaseUnavailable"),
+        "{conditions:?}"
+    );
     let issued: Vec<String> = db.calls()[before..]
         .iter()
         .filter(|c| !c.starts_with("lock "))
@@ -424,4 +440,89 @@ async fn an_unavailable_database_gets_nothing_destructive_and_the_status_says_so
     db.advance(700);
     let c = h.removals_done(name, Duration::from_secs(240)).await;
     assert_eq!(storage_groups(&c).len(), 2);
+}
+
+#[tokio::test]
+async fn a_spec_only_the_operator_can_judge_is_reported_and_nothing_is_created() {
+    let h = Harness::start("fdb-invalid").await;
+    let name = "redwood";
+    h.simulate(name);
+    // The CRD accepts the engine; only the operator knows 7.1 cannot run it (7.3+).
+    let cluster: FoundationDBCluster = serde_json::from_value(json!({
+        "apiVersion": "apps.foundationdb.org/v1beta2",
+        "kind": "FoundationDBCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "version": "7.1.57",
+            "faultDomain": {"key": "foundationdb.org/none"},
+            "routing": {"useDNSInClusterFile": false},
+            "databaseConfiguration": {"storage_engine": "ssd-redwood-1"},
+        },
+    }))
+    .unwrap();
+    h.clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .expect("admitted");
+    let c = testenv::wait_for(
+        &h.clusters(),
+        name,
+        Duration::from_secs(60),
+        |c: &FoundationDBCluster| {
+            let conditions = c.status.clone().unwrap_or_default().conditions;
+            kit::conditions::get(&conditions, "SpecValid").is_some_and(|s| s.status == "False")
+        },
+    )
+    .await
+    .expect("SpecValid is False");
+    let conditions = c.status.unwrap().conditions;
+    let valid = kit::conditions::get(&conditions, "SpecValid").unwrap();
+    assert_eq!(valid.reason, "InvalidSpec");
+    assert!(
+        valid.message.contains("ssd-redwood-1") && valid.message.contains("7.1.57"),
+        "{valid:?}"
+    );
+    let ready = kit::conditions::get(&conditions, "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(pods.items.is_empty(), "nothing created for an invalid spec");
+    assert!(h.db(name).calls().is_empty(), "{:?}", h.db(name).calls());
+    let events =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
+    let warned = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| {
+            e.reason.as_deref() == Some("InvalidSpec") && e.type_.as_deref() == Some("Warning")
+        });
+    assert!(warned, "a Warning Event explains");
+
+    // Fixed: the cluster comes up.
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"databaseConfiguration": {"storage_engine": "ssd-2"}}})),
+        )
+        .await
+        .unwrap();
+    let c = h.reconciled(name, Duration::from_secs(180)).await;
+    let conditions = c.status.unwrap().conditions;
+    assert!(
+        kit::conditions::is_true(&conditions, "SpecValid"),
+        "{conditions:?}"
+    );
+    assert!(
+        kit::conditions::is_true(&conditions, "Ready"),
+        "{conditions:?}"
+    );
 }
