@@ -175,14 +175,19 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
          and fdbrestore under <major.minor>/, got {:?}",
         config.binary_dir
     );
-    for moved in binaries::arrange(&config.binary_dir)
-        .with_context(|| format!("arranging the binaries in {:?}", config.binary_dir))?
-    {
-        tracing::info!(from = %moved.0.display(), to = %moved.1.display(), "moved FoundationDB binary");
-    }
+    let moved = binaries::arrange(&config.binary_dir)
+        .with_context(|| format!("arranging the binaries in {:?}", config.binary_dir))?;
     let clients: Arc<dyn DatabaseClients> = Arc::new(CliClients::new(config));
     let operator = Operator::new(OPERATOR_NAME, flags.operator_flags());
-    start(operator, flags, clients).await
+    operator
+        .run(move |rc| {
+            // Logged here: telemetry starts inside Operator::run.
+            for (from, to) in &moved {
+                tracing::info!(from = %from.display(), to = %to.display(), "moved a FoundationDB binary");
+            }
+            controllers(rc, clients, flags)
+        })
+        .await
 }
 
 /// Runs the operator with `client` and `clients` until `shutdown` is cancelled.
