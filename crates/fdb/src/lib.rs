@@ -4,3 +4,4 @@
 pub mod admin;
 pub mod cluster;
 pub mod crd;
+pub mod run;

@@ -10,167 +10,19 @@
 //! pods (one process per running pod, as upstream's mock does) and records any pod that
 //! disappeared while its process still held data.
 
+mod support;
+
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fdb::admin::LockClient;
-use fdb::admin::fake::FakeDatabase;
-use fdb::cluster::{Context, FakeClients};
+use fdb::cluster::Context;
 use fdb::crd::FoundationDBCluster;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use testenv::TestNamespace;
-use tokio_util::sync::CancellationToken;
-
-const CLASS_LABEL: &str = "foundationdb.org/fdb-process-class";
-const ID_LABEL: &str = "foundationdb.org/fdb-process-group-id";
-
-struct Harness {
-    client: kube::Client,
-    ns: TestNamespace,
-    clients: FakeClients,
-    token: CancellationToken,
-    violations: Arc<Mutex<Vec<String>>>,
-    _rbac: testenv::rbac::ClusterCleanup,
-}
-
-impl Harness {
-    async fn start(prefix: &str) -> Self {
-        let client = testenv::client().await;
-        for crd in fdb::crd::crds() {
-            testenv::install_crd(&client, crd)
-                .await
-                .expect("install CRD");
-        }
-        let ns = TestNamespace::new(&client, prefix).await;
-        let rbac_dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fdb/rbac");
-        let rbac = testenv::rbac::install_rbac(&client, &rbac_dir, "fdb-operator-system", &ns.name)
-            .await
-            .expect("install RBAC");
-        let operator = testenv::service_account_client(
-            &client,
-            &ns.name,
-            "fdb-kubernetes-operator-controller-manager",
-        )
-        .await
-        .expect("operator client");
-        let clients = FakeClients::default();
-        let token = CancellationToken::new();
-        let ctx = Arc::new(Context::new(operator.clone(), Arc::new(clients.clone())));
-        let rc = kit::controller::RunContext {
-            client: operator,
-            metrics: kit::metrics::Metrics::new(),
-            readiness: kit::health::Readiness::new(),
-            shutdown: token.clone(),
-            metrics_addr: ([127, 0, 0, 1], 0).into(),
-            probe_addr: ([127, 0, 0, 1], 0).into(),
-        };
-        tokio::spawn(fdb::cluster::run(ctx, rc, Some(ns.name.clone())));
-        let violations = Arc::new(Mutex::new(Vec::new()));
-        Harness {
-            client,
-            ns,
-            clients,
-            token,
-            violations,
-            _rbac: rbac,
-        }
-    }
-
-    fn db(&self, name: &str) -> FakeDatabase {
-        self.clients.database(&self.ns.name, name)
-    }
-
-    /// The processes follow the pods; a pod gone while its process holds data is recorded.
-    fn simulate(&self, name: &str) {
-        let (db, pods, token, violations) = (
-            self.db(name),
-            Api::<Pod>::namespaced(self.client.clone(), &self.ns.name),
-            self.token.clone(),
-            self.violations.clone(),
-        );
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(200));
-            while !token.is_cancelled() {
-                tick.tick().await;
-                let Ok(list) = pods.list(&ListParams::default()).await else {
-                    continue;
-                };
-                let present: BTreeSet<String> = list
-                    .items
-                    .iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                    .filter_map(|p| p.metadata.labels.as_ref()?.get(ID_LABEL).cloned())
-                    .collect();
-                for id in db.holding_data() {
-                    if !present.contains(&id) {
-                        violations
-                            .lock()
-                            .unwrap()
-                            .push(format!("pod of {id} gone while its process held data"));
-                    }
-                }
-                db.sync_pods(&list.items, CLASS_LABEL, ID_LABEL, "7.1.57");
-            }
-        });
-    }
-
-    fn clusters(&self) -> Api<FoundationDBCluster> {
-        Api::namespaced(self.client.clone(), &self.ns.name)
-    }
-
-    async fn reconciled(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
-        testenv::wait_for(
-            &self.clusters(),
-            name,
-            timeout,
-            |c: &FoundationDBCluster| {
-                let s = c.status.clone().unwrap_or_default();
-                s.configured && s.generations.reconciled == c.metadata.generation.unwrap_or(-1)
-            },
-        )
-        .await
-        .expect("cluster reconciled")
-    }
-
-    /// Reconciled with every removal finished: a pending removal (resources terminating or
-    /// waiting for the include) does not block `reconciled`, as upstream.
-    async fn removals_done(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
-        testenv::wait_for(
-            &self.clusters(),
-            name,
-            timeout,
-            |c: &FoundationDBCluster| {
-                let s = c.status.clone().unwrap_or_default();
-                s.configured
-                    && s.generations.reconciled == c.metadata.generation.unwrap_or(-1)
-                    && !s.process_groups.iter().any(|g| g.is_marked_for_removal())
-            },
-        )
-        .await
-        .expect("cluster reconciled without pending removals")
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        self.token.cancel();
-    }
-}
-
-fn storage_groups(c: &FoundationDBCluster) -> BTreeSet<String> {
-    c.status
-        .as_ref()
-        .unwrap()
-        .process_groups
-        .iter()
-        .filter(|g| g.process_class.as_str() == "storage")
-        .map(|g| g.process_group_id.to_string())
-        .collect()
-}
+use support::{Harness, create, storage_groups};
 
 #[tokio::test]
 async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
@@ -243,6 +95,13 @@ async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
         status.connection_string
     );
     assert!(status.health.available);
+    for condition in ["Ready", "DatabaseAvailable", "SpecValid"] {
+        assert!(
+            kit::conditions::is_true(&status.conditions, condition),
+            "{condition}: {:?}",
+            status.conditions
+        );
+    }
 
     // 2. A pass over the converged cluster makes no write.
     let (counting, counts) = testenv::counting_client().await;
@@ -340,30 +199,6 @@ async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
     }
     let violations = h.violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:?}");
-}
-
-async fn create(h: &Harness, name: &str, spec: serde_json::Value) -> FoundationDBCluster {
-    let mut full = json!({
-        "version": "7.1.57",
-        "faultDomain": {"key": "foundationdb.org/none"},
-        "routing": {"useDNSInClusterFile": false},
-        "processes": {"general": {"volumeClaimTemplate": {"spec": {"resources": {"requests": {"storage": "1G"}}}}}},
-    });
-    for (k, v) in spec.as_object().unwrap() {
-        full[k] = v.clone();
-    }
-    let cluster: FoundationDBCluster = serde_json::from_value(json!({
-        "apiVersion": "apps.foundationdb.org/v1beta2",
-        "kind": "FoundationDBCluster",
-        "metadata": {"name": name},
-        "spec": full,
-    }))
-    .unwrap();
-    h.clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .expect("create");
-    h.reconciled(name, Duration::from_secs(180)).await
 }
 
 #[tokio::test]
@@ -556,6 +391,15 @@ async fn an_unavailable_database_gets_nothing_destructive_and_the_status_says_so
     )
     .await
     .expect("status reports the unavailable database");
+    let conditions = c.status.clone().unwrap().conditions;
+    let available = kit::conditions::get(&conditions, "DatabaseAvailable").unwrap();
+    assert_eq!(available.status, "False", "{conditions:?}");
+    let ready = kit::conditions::get(&conditions, "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "DatabaseUnavailable"),
+        "{conditions:?}"
+    );
     let issued: Vec<String> = db.calls()[before..]
         .iter()
         .filter(|c| !c.starts_with("lock "))
@@ -596,4 +440,89 @@ async fn an_unavailable_database_gets_nothing_destructive_and_the_status_says_so
     db.advance(700);
     let c = h.removals_done(name, Duration::from_secs(240)).await;
     assert_eq!(storage_groups(&c).len(), 2);
+}
+
+#[tokio::test]
+async fn a_spec_only_the_operator_can_judge_is_reported_and_nothing_is_created() {
+    let h = Harness::start("fdb-invalid").await;
+    let name = "redwood";
+    h.simulate(name);
+    // The CRD accepts the engine; only the operator knows 7.1 cannot run it (7.3+).
+    let cluster: FoundationDBCluster = serde_json::from_value(json!({
+        "apiVersion": "apps.foundationdb.org/v1beta2",
+        "kind": "FoundationDBCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "version": "7.1.57",
+            "faultDomain": {"key": "foundationdb.org/none"},
+            "routing": {"useDNSInClusterFile": false},
+            "databaseConfiguration": {"storage_engine": "ssd-redwood-1"},
+        },
+    }))
+    .unwrap();
+    h.clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .expect("admitted");
+    let c = testenv::wait_for(
+        &h.clusters(),
+        name,
+        Duration::from_secs(60),
+        |c: &FoundationDBCluster| {
+            let conditions = c.status.clone().unwrap_or_default().conditions;
+            kit::conditions::get(&conditions, "SpecValid").is_some_and(|s| s.status == "False")
+        },
+    )
+    .await
+    .expect("SpecValid is False");
+    let conditions = c.status.unwrap().conditions;
+    let valid = kit::conditions::get(&conditions, "SpecValid").unwrap();
+    assert_eq!(valid.reason, "InvalidSpec");
+    assert!(
+        valid.message.contains("ssd-redwood-1") && valid.message.contains("7.1.57"),
+        "{valid:?}"
+    );
+    let ready = kit::conditions::get(&conditions, "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(pods.items.is_empty(), "nothing created for an invalid spec");
+    assert!(h.db(name).calls().is_empty(), "{:?}", h.db(name).calls());
+    let events =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
+    let warned = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| {
+            e.reason.as_deref() == Some("InvalidSpec") && e.type_.as_deref() == Some("Warning")
+        });
+    assert!(warned, "a Warning Event explains");
+
+    // Fixed: the cluster comes up.
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"databaseConfiguration": {"storage_engine": "ssd-2"}}})),
+        )
+        .await
+        .unwrap();
+    let c = h.reconciled(name, Duration::from_secs(180)).await;
+    let conditions = c.status.unwrap().conditions;
+    assert!(
+        kit::conditions::is_true(&conditions, "SpecValid"),
+        "{conditions:?}"
+    );
+    assert!(
+        kit::conditions::is_true(&conditions, "Ready"),
+        "{conditions:?}"
+    );
 }

@@ -304,3 +304,80 @@ async fn printer_columns_and_names_are_registered() {
         .collect();
     assert_eq!(cols, ["Age", "State"]);
 }
+
+fn deploy_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fdb")
+}
+
+/// The install, applied server-side: the FoundationDBCluster CRD is larger than the 256 KiB
+/// `last-applied-configuration` annotation of a client-side `kubectl apply` allows (upstream's
+/// is too), so the documented command is `kubectl apply --server-side -k deploy/fdb`.
+#[tokio::test]
+async fn kustomize_install_passes_server_dry_run() {
+    let admin = testenv::client().await;
+    let text = std::fs::read_to_string(deploy_dir().join("namespace.yaml")).unwrap();
+    let namespace: kube::api::DynamicObject = serde_yaml::from_str(&text).unwrap();
+    testenv::rbac::apply(&admin, &namespace, "flotilla-install-dry-run")
+        .await
+        .expect("apply the namespace");
+    let dir = deploy_dir().display().to_string();
+    let (ok, stdout, stderr) = testenv::kustomize::kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=flotilla-install-dry-run",
+        // The tests' CRD installer owns the CRDs' fields on this plane.
+        "--force-conflicts",
+        "-k",
+        &dir,
+        "--dry-run=server",
+    ]);
+    assert!(
+        ok,
+        "kubectl apply --server-side -k failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("would violate PodSecurity"),
+        "the operator pod must meet the restricted standard:\n{stderr}"
+    );
+    let (ok, _, stderr) = testenv::kustomize::kubectl(&["apply", "-k", &dir, "--dry-run=server"]);
+    assert!(
+        !ok && stderr.contains("Too long"),
+        "a client-side apply is refused for the CRD's size, as documented: {stderr}"
+    );
+    for line in [
+        "namespace/fdb-operator-system",
+        "customresourcedefinition.apiextensions.k8s.io/foundationdbclusters.apps.foundationdb.org",
+        "customresourcedefinition.apiextensions.k8s.io/foundationdbbackups.apps.foundationdb.org",
+        "customresourcedefinition.apiextensions.k8s.io/foundationdbrestores.apps.foundationdb.org",
+        "serviceaccount/fdb-kubernetes-operator-controller-manager",
+        "clusterrole.rbac.authorization.k8s.io/fdb-kubernetes-operator-manager-clusterrole",
+        "clusterrolebinding.rbac.authorization.k8s.io/fdb-kubernetes-operator-manager-clusterrolebinding",
+        "role.rbac.authorization.k8s.io/fdb-kubernetes-operator-leader-election",
+        "rolebinding.rbac.authorization.k8s.io/fdb-kubernetes-operator-leader-election",
+        "service/fdb-kubernetes-operator-metrics",
+        "deployment.apps/fdb-kubernetes-operator-controller-manager",
+    ] {
+        assert!(
+            stdout.contains(line),
+            "{line} missing from the install:\n{stdout}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn samples_pass_server_dry_run() {
+    let (_client, ns) = setup("fdb-samples").await;
+    let dir = deploy_dir().join("samples").display().to_string();
+    let (ok, stdout, stderr) =
+        testenv::kustomize::kubectl(&["apply", "-k", &dir, "-n", &ns.name, "--dry-run=server"]);
+    assert!(ok, "kubectl apply -k samples failed:\n{stdout}\n{stderr}");
+    for expected in [
+        "foundationdbcluster.apps.foundationdb.org/sample-cluster",
+        "foundationdbcluster.apps.foundationdb.org/local-cluster",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{expected} missing from the samples:\n{stdout}"
+        );
+    }
+}

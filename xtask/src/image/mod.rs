@@ -47,6 +47,7 @@ pub const IMAGES: &[OperatorImage] = &[
     OperatorImage::new("redroid", "redroid-operator"),
     OperatorImage::new("cocoon", "cocoon-operator"),
     OperatorImage::new("redis", "redis-operator"),
+    OperatorImage::new("fdb", "fdb-operator"),
 ];
 
 /// Where the project publishes its images.

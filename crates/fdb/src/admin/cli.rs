@@ -8,8 +8,9 @@
 //! - arguments `--exec "<command>"` (or the given arguments), `-C <file>`
 //!   (`--dest_cluster_file` for fdbrestore) unless the call needs none, the knobs for
 //!   fdbbackup/fdbrestore, `--log [--trace_format <f>] --log-dir|--logdir <dir>` when
-//!   `FDB_NETWORK_OPTION_TRACE_ENABLE` is set, and for fdbcli `--timeout <s>` (10 s, 40 s for
-//!   slow calls) with a hard kill at twice the timeout (other binaries: at the timeout);
+//!   `FDB_NETWORK_OPTION_TRACE_ENABLE` is set, and for fdbcli `--timeout <s>` (10 s, or
+//!   40 s for slow calls; the operator's `--cli-timeout` and `--max-cli-timeout`) with a
+//!   hard kill at twice the timeout (other binaries: at the timeout);
 //! - the environment without the network options that would load external clients;
 //! - a failed run's output classified by substrings: `Specified timeout reached` is a
 //!   timeout, `Backup does not exist` and `A backup was not running on tag` their own errors.
@@ -58,6 +59,11 @@ pub struct BinaryConfig {
     pub trace_format: Option<String>,
     /// Where temporary cluster files go.
     pub tmp_dir: PathBuf,
+    /// fdbcli's `--timeout` for ordinary calls (upstream's `--cli-timeout`, 10 s).
+    pub cli_timeout: Duration,
+    /// fdbcli's `--timeout` for slow calls such as `status json` and a blocking `exclude`
+    /// (upstream's `--max-cli-timeout`, 40 s).
+    pub max_cli_timeout: Duration,
 }
 
 /// Network options removed from the binaries' environment (as upstream does).
@@ -82,7 +88,18 @@ impl BinaryConfig {
                 .ok()
                 .filter(|s| !s.is_empty()),
             tmp_dir: std::env::temp_dir(),
+            cli_timeout: DEFAULT_TIMEOUT,
+            max_cli_timeout: MAX_TIMEOUT,
         }
+    }
+
+    /// The same configuration with fdbcli timeouts `cli` (ordinary calls) and `max` (slow
+    /// calls).
+    #[must_use]
+    pub fn with_timeouts(mut self, cli: Duration, max: Duration) -> Self {
+        self.cli_timeout = cli;
+        self.max_cli_timeout = max;
+        self
     }
 
     /// `<dir>/<major.minor>/<binary>` (full version for a release candidate).
@@ -137,8 +154,8 @@ impl Invocation {
         self.binary == FDBCLI
     }
 
-    fn timeout(&self) -> Duration {
-        self.timeout.unwrap_or(DEFAULT_TIMEOUT)
+    fn timeout(&self, config: &BinaryConfig) -> Duration {
+        self.timeout.unwrap_or(config.cli_timeout)
     }
 
     /// The arguments and the hard timeout, exactly as upstream builds them.
@@ -180,11 +197,12 @@ impl Invocation {
             );
             args.push(dir.clone());
         }
-        let mut hard = self.timeout();
+        let timeout = self.timeout(config);
+        let mut hard = timeout;
         if self.is_fdbcli() {
             args.push("--timeout".into());
-            args.push(self.timeout().as_secs().to_string());
-            hard += self.timeout();
+            args.push(timeout.as_secs().to_string());
+            hard += timeout;
         }
         (args, hard)
     }
@@ -295,7 +313,7 @@ impl CliAdminClient {
         self
     }
 
-    /// A timeout for slow calls below the 40 s maximum.
+    /// A timeout for slow calls below the `--max-cli-timeout` maximum.
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
@@ -308,7 +326,8 @@ impl CliAdminClient {
     }
 
     fn max_timeout(&self) -> Duration {
-        self.timeout.map_or(MAX_TIMEOUT, |t| t.min(MAX_TIMEOUT))
+        let max = self.config.max_cli_timeout;
+        self.timeout.map_or(max, |t| t.min(max))
     }
 
     /// Runs one invocation (see the module docs).

@@ -55,6 +55,8 @@ fn config() -> Arc<BinaryConfig> {
         trace_dir: None,
         trace_format: None,
         tmp_dir: std::env::temp_dir(),
+        cli_timeout: crate::admin::DEFAULT_TIMEOUT,
+        max_cli_timeout: crate::admin::MAX_TIMEOUT,
     })
 }
 
@@ -392,6 +394,8 @@ async fn traces_and_binary_paths() {
         trace_dir: Some("/var/log/fdb".into()),
         trace_format: None,
         tmp_dir: "/tmp".into(),
+        cli_timeout: crate::admin::DEFAULT_TIMEOUT,
+        max_cli_timeout: crate::admin::MAX_TIMEOUT,
     };
     let (args, _) = Invocation::exec("status").arguments(Path::new("/f"), &[], &cfg);
     assert_eq!(

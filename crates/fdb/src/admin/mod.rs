@@ -10,6 +10,7 @@
 //! - [`status`] parses `status json`; [`keys`] speaks fdbcli's key escaping and the tuple
 //!   layer the lock record uses; [`lock`] holds the lock semantics as a pure decision.
 
+pub mod binaries;
 pub mod cli;
 pub mod fake;
 pub mod keys;

@@ -23,11 +23,16 @@ pub mod add_pvcs;
 pub mod add_services;
 pub mod change_coordinators;
 pub mod choose_removals;
+pub mod conditions;
 pub mod coordinators;
+pub mod delete_terminal_pods;
 pub mod exclude_processes;
+pub mod fault_tolerance;
 pub mod generate_initial_cluster_file;
 pub mod remove_process_groups;
 pub mod remove_services;
+pub mod replace_failed_process_groups;
+pub mod replace_misconfigured_process_groups;
 pub mod resources;
 pub mod update_config_map;
 pub mod update_database_configuration;
@@ -71,6 +76,8 @@ pub struct Options {
     pub minimum_uptime_for_coordinator_change: f64,
     /// At most this many active generations for any destructive step (10).
     pub max_active_generations: i64,
+    /// `--minimum-age-for-terminal-pod-deletion` (30 s).
+    pub minimum_age_for_terminal_pod_deletion: Duration,
 }
 
 impl Default for Options {
@@ -81,6 +88,7 @@ impl Default for Options {
             minimum_recovery_time_for_missing_coordinator_change: 120.0,
             minimum_uptime_for_coordinator_change: 300.0,
             max_active_generations: 10,
+            minimum_age_for_terminal_pod_deletion: Duration::from_secs(30),
         }
     }
 }
@@ -101,8 +109,13 @@ pub struct CliClients {
 impl CliClients {
     /// Clients configured from the environment, as upstream reads it.
     pub fn from_env() -> Self {
+        Self::new(BinaryConfig::from_env())
+    }
+
+    /// Clients running the binaries `config` describes.
+    pub fn new(config: BinaryConfig) -> Self {
         CliClients {
-            config: Arc::new(BinaryConfig::from_env()),
+            config: Arc::new(config),
         }
     }
 
@@ -202,6 +215,13 @@ impl Context {
             options: Options::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
         }
+    }
+
+    /// The same context with other thresholds (the operator's flags, or a test's).
+    #[must_use]
+    pub fn with_options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
     }
 }
 
@@ -373,6 +393,9 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(update_status::UpdateStatus)
         .step(update_lock_configuration::UpdateLockConfiguration)
         .step(update_config_map::UpdateConfigMap)
+        .step(delete_terminal_pods::DeleteTerminalPods)
+        .step(replace_misconfigured_process_groups::ReplaceMisconfiguredProcessGroups)
+        .step(replace_failed_process_groups::ReplaceFailedProcessGroups)
         .step(add_process_groups::AddProcessGroups)
         .step(add_services::AddServices)
         .step(add_pvcs::AddPvcs)
@@ -397,6 +420,9 @@ mod tests {
                 "update_status",
                 "update_lock_configuration",
                 "update_config_map",
+                "delete_terminal_pods",
+                "replace_misconfigured_process_groups",
+                "replace_failed_process_groups",
                 "add_process_groups",
                 "add_services",
                 "add_pvcs",
@@ -416,17 +442,50 @@ mod tests {
 
 /// A failed pass.
 #[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct ClusterError(#[from] kit::pipeline::PipelineError);
+pub enum ClusterError {
+    /// A step failed.
+    #[error(transparent)]
+    Pipeline(#[from] kit::pipeline::PipelineError),
+    /// Writing the conditions of an invalid spec failed.
+    #[error("writing the status of an invalid spec: {0}")]
+    InvalidSpecStatus(#[source] kube::Error),
+}
 
 impl ReconcileError for ClusterError {
     fn category(&self) -> &'static str {
-        self.0.category()
+        match self {
+            ClusterError::Pipeline(e) => e.category(),
+            ClusterError::InvalidSpecStatus(_) => "kubernetes_request_failed",
+        }
     }
 
     fn is_permanent(&self) -> bool {
-        self.0.is_permanent()
+        match self {
+            ClusterError::Pipeline(e) => e.is_permanent(),
+            ClusterError::InvalidSpecStatus(_) => false,
+        }
     }
+}
+
+/// A spec only the operator can tell is unusable: `SpecValid` and `Ready` say why (with a
+/// Warning Event when that is news), and nothing else happens until the spec changes.
+async fn invalid_spec(
+    ctx: Arc<Context>,
+    cluster: &FoundationDBCluster,
+    problem: &str,
+) -> Result<Action, ClusterError> {
+    let mut pass = Pass::new(ctx, cluster.clone());
+    let (now, c) = (pass.now, pass.cluster.clone());
+    conditions::apply(&c, pass.status(), Some(problem), now);
+    tracing::warn!(cluster = %pass.name(), %problem, "the spec is not valid; waiting for a change");
+    if pass
+        .write_status()
+        .await
+        .map_err(ClusterError::InvalidSpecStatus)?
+    {
+        pass.event(true, "InvalidSpec", problem.to_owned()).await;
+    }
+    Ok(Action::await_change())
 }
 
 /// One pass over `cluster`.
@@ -437,6 +496,9 @@ pub async fn reconcile(
     if cluster.spec.skip {
         tracing::info!(cluster = %cluster.name_any(), "skipping: spec.skip is set");
         return Ok(Action::await_change());
+    }
+    if let Err(problem) = cluster.validate() {
+        return invalid_spec(ctx, &cluster, &problem).await;
     }
     let mut pass = Pass::new(ctx.clone(), (*cluster).clone());
     let report = pipeline().run(&mut pass).await;
@@ -455,8 +517,20 @@ pub fn error_policy(
     ctx.backoff.failed(&*cluster, err)
 }
 
-/// Runs the cluster controller until `rc.shutdown`; `namespace` limits every watch.
+/// Runs the cluster controller, one reconcile at a time, until `rc.shutdown`; `namespace`
+/// limits every watch.
 pub async fn run(ctx: Arc<Context>, rc: RunContext, namespace: Option<String>) {
+    run_with(ctx, rc, namespace, 1).await;
+}
+
+/// Runs the cluster controller with up to `concurrency` reconciles at once (different
+/// clusters; one cluster is never reconciled twice at once) until `rc.shutdown`.
+pub async fn run_with(
+    ctx: Arc<Context>,
+    rc: RunContext,
+    namespace: Option<String>,
+    concurrency: usize,
+) {
     fn api<K: Resource<Scope = k8s_openapi::NamespaceResourceScope>>(
         c: &kube::Client,
         ns: &Option<String>,
@@ -479,7 +553,8 @@ pub async fn run(ctx: Arc<Context>, rc: RunContext, namespace: Option<String>) {
         )
         .owns(api::<Service>(&client, &namespace), wc.clone())
         .owns(api::<ConfigMap>(&client, &namespace), wc);
-    let settings = ControllerSettings::new(CONTROLLER);
+    let mut settings = ControllerSettings::new(CONTROLLER);
+    settings.max_concurrent_reconciles = concurrency.max(1);
     run_controller(controller, &settings, &rc, reconcile, error_policy, ctx).await;
 }
 

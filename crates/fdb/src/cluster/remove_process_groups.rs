@@ -7,16 +7,18 @@
 //!   and fully excluded groups are confirmed with a *blocking* `exclude`; only a confirmed
 //!   group gets `exclusionTimestamp`. A current coordinator is never removed.
 //! - Nothing removable while exclusions are pending ⇒ stop (15 s).
-//! - Removal: delete the pod, the PVC and the per-group service of every excluded group
-//!   (a pod annotated `foundationdb.org/isolate-process-group=true` is kept). A group whose
-//!   objects still exist stays (ResourcesTerminating) and is not included.
+//! - Removal: only while the database has its desired fault tolerance
+//!   ([`super::fault_tolerance`]; else stop, 30 s), delete the pod, the PVC and the per-group
+//!   service of every excluded group (a pod annotated
+//!   `foundationdb.org/isolate-process-group=true` is kept). A group whose objects still exist
+//!   stays (ResourcesTerminating) and is not included.
 //! - Inclusion: groups with nothing left whose exclusion is still in the database are
 //!   included in one batch, behind the gates (last recovery at least
 //!   `--minimum-recovery-time-for-inclusion`, 600 s, and recovery state `fully_recovered` or
 //!   `all_logs_recruited`) and the lock; then they leave the status. Groups needing no
 //!   include leave it directly. A failed or deferred include is a delayed requeue (60 s).
-//! - Not built: the fault-tolerance check before deletions, `waitBetweenRemovalsSeconds`, the
-//!   zone-wise removal mode (every removable group is removed at once, mode `All`).
+//! - Not built: `waitBetweenRemovalsSeconds`, the zone-wise removal mode (every removable
+//!   group is removed at once, mode `All`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -27,6 +29,7 @@ use kit::pipeline::{Flow, Step, StepResult};
 use kube::api::DeleteParams;
 
 use super::exclude_processes::targets;
+use super::fault_tolerance::has_desired_fault_tolerance;
 use super::{Pass, step_error};
 use crate::admin::FdbStatus;
 use crate::crd::{ConnectionString, ProcessAddress, ProcessGroupStatus};
@@ -96,6 +99,25 @@ pub fn is_coordinator(group: &ProcessGroupStatus, connection_string: &str, db: &
         coordinators
             .iter()
             .any(|c| ProcessAddress::parse(c).is_ok_and(|a| &a.host == ip))
+    })
+}
+
+/// Whether any of `groups` still has an object this step would delete now (one not being
+/// deleted already). Only then does the fault-tolerance gate apply.
+pub fn needs_deletions(
+    groups: &[ProcessGroupStatus],
+    pods: &BTreeMap<String, Pod>,
+    pvcs: &BTreeMap<String, PersistentVolumeClaim>,
+    services: &BTreeMap<String, Service>,
+) -> bool {
+    groups.iter().any(|g| {
+        let id = g.process_group_id.as_str();
+        let live = |m: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>| {
+            m.is_some_and(|m| m.deletion_timestamp.is_none())
+        };
+        live(pods.get(id).map(|p| &p.metadata))
+            || live(pvcs.get(id).map(|p| &p.metadata))
+            || live(services.get(id).map(|s| &s.metadata))
     })
 }
 
@@ -176,6 +198,15 @@ impl RemoveProcessGroups {
             .filter(|g| g.is_marked_for_removal() && g.is_excluded())
             .cloned()
             .collect();
+        if needs_deletions(&excluded, &pods, &pvcs, &services)
+            && !pass
+                .db
+                .as_ref()
+                .is_some_and(|db| has_desired_fault_tolerance(db, &pass.cluster))
+        {
+            tracing::info!(cluster = %pass.name(), "removal deferred: the database does not have its desired fault tolerance");
+            return Ok(Flow::stop(Duration::from_secs(30)));
+        }
         let mut gone = Vec::new();
         for g in &excluded {
             let id = g.process_group_id.as_str();
@@ -386,5 +417,56 @@ mod tests {
         g.process_group_id = ProcessGroupId::new("log-2");
         g.addresses = vec!["127.1.0.2".into()];
         assert!(is_coordinator(&g, "d:g@127.1.0.2:4501", &db));
+    }
+
+    #[test]
+    fn the_fault_tolerance_gate_applies_only_to_objects_still_to_delete() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let g = ProcessGroupStatus::new(
+            ProcessGroupId::new("storage-1"),
+            ProcessClass::new("storage"),
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        let pod = |deleting: bool| {
+            let mut p = Pod::default();
+            if deleting {
+                p.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+            }
+            BTreeMap::from([("storage-1".to_string(), p)])
+        };
+        let pvc = BTreeMap::from([("storage-1".to_string(), PersistentVolumeClaim::default())]);
+        let (no_pod, no_pvc) = (BTreeMap::<String, Pod>::new(), BTreeMap::new());
+        let no_svc = BTreeMap::<String, Service>::new();
+        let groups = std::slice::from_ref(&g);
+        let cases = [
+            (
+                "a live pod",
+                needs_deletions(groups, &pod(false), &no_pvc, &no_svc),
+                true,
+            ),
+            (
+                "a pod already deleting",
+                needs_deletions(groups, &pod(true), &no_pvc, &no_svc),
+                false,
+            ),
+            (
+                "a live PVC",
+                needs_deletions(groups, &pod(true), &pvc, &no_svc),
+                true,
+            ),
+            (
+                "nothing left",
+                needs_deletions(groups, &no_pod, &no_pvc, &no_svc),
+                false,
+            ),
+            (
+                "no group",
+                needs_deletions(&[], &pod(false), &pvc, &no_svc),
+                false,
+            ),
+        ];
+        for (name, got, want) in cases {
+            assert_eq!(got, want, "{name}");
+        }
     }
 }

@@ -362,12 +362,15 @@ pub fn pvc(
         .or_insert_with(|| Quantity(DEFAULT_STORAGE.into()));
     let mut labels = template.metadata.labels.unwrap_or_default();
     labels.extend(group_labels(cluster, group));
+    // The spec's hash tells ReplaceMisconfiguredProcessGroups when the claim template changed.
+    let mut annotations = template.metadata.annotations.unwrap_or_default();
+    annotations.insert(LAST_SPEC_KEY.to_owned(), hash(&spec));
     Some(PersistentVolumeClaim {
         metadata: ObjectMeta {
             name: Some(name),
             namespace: cluster.namespace(),
             labels: Some(labels),
-            annotations: template.metadata.annotations,
+            annotations: Some(annotations),
             owner_references: cluster.controller_owner_ref(&()).map(|r| vec![r]),
             ..ObjectMeta::default()
         },

@@ -14,6 +14,8 @@
 //! - [`check_reconciliation`] sets the generation markers; when nothing blocks,
 //!   `generations.reconciled` becomes `metadata.generation` and the global lock, if held,
 //!   is released.
+//! - The Kubernetes conditions `Ready`, `DatabaseAvailable` and `SpecValid` follow
+//!   ([`super::conditions`]).
 //! - The status is written only if it changed; not reconciled ⇒ delayed requeue (10 s).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -392,6 +394,7 @@ impl UpdateStatus {
             .filter(|g| !g.is_marked_for_removal() && g.process_group_conditions.is_empty())
             .count() as i64;
         let reconciled = check_reconciliation(&cluster, &mut status);
+        super::conditions::apply(&cluster, &mut status, None, now);
         *pass.status() = status;
         pass.write_status().await?;
         if reconciled && pass.cluster.should_use_locks() && pass.db.is_some() {

@@ -1,0 +1,311 @@
+//! The operator process: upstream's manager flags (reference §10, upstream `setup.go`) and the
+//! FoundationDBCluster controller under [`kit::controller::Operator`].
+//!
+//! Contract:
+//! - [`Flags`] accept upstream's flag names where they mean the same thing here:
+//!   `--metrics-addr` (`:8080`), `--enable-leader-election` (on), `--leader-election-id`
+//!   (`fdb-kubernetes-operator`, the Lease name, so an upstream deployment and this one never
+//!   lead at once during a migration), `--max-concurrent-reconciles` (1), `--watch-namespace`
+//!   (`WATCH_NAMESPACE`), `--cli-timeout` (10) and `--max-cli-timeout` (40) in seconds,
+//!   `--minimum-recovery-time-for-exclusion` (120) and `--minimum-recovery-time-for-inclusion`
+//!   (600) in seconds, `--minimum-age-for-terminal-pod-deletion` (30s) and `--zap-log-level`
+//!   (as `--log-level`). kit's own names (`--leader-elect`, `--probe-addr`, `--log-format`…)
+//!   work too. Flags upstream has that this operator does not implement are rejected by name,
+//!   not silently ignored.
+//! - The database binaries come from `$FDB_BINARY_DIR`, as upstream: start-up fails unless it
+//!   names a directory; versioned sub-directories copied in by upstream's init containers
+//!   (`<dir>/<x.y.z>/bin/<x.y.z>/fdbcli`) are moved to `<dir>/<x.y>/` first
+//!   ([`crate::admin::binaries`]). Without FoundationDB's binaries the operator cannot reach
+//!   any database: it runs against real clusters only (the tests use the fake database).
+//! - [`run`] runs until SIGTERM/SIGINT or the loss of leadership; with election on the
+//!   controller runs only while the Lease is held. [`run_with`] takes the client, the database
+//!   clients and the shutdown token (tests, embedding).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use kit::controller::{Operator, RunContext};
+use kit::flags::OperatorFlags;
+use kube::Client;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::binaries;
+use crate::admin::cli::BinaryConfig;
+use crate::cluster::{CliClients, Context, DatabaseClients, Options};
+
+/// Operator name: the process, its metrics and its logs.
+pub const OPERATOR_NAME: &str = "fdb-operator";
+/// Upstream's default leader-election ID, the name of the Lease.
+pub const LEASE_NAME: &str = "fdb-kubernetes-operator";
+
+/// Command-line flags of `fdb-operator`.
+#[derive(Parser, Clone, Debug, PartialEq)]
+#[command(
+    name = "fdb-operator",
+    version,
+    about = "The FoundationDB operator: the FoundationDBCluster controller",
+    mut_arg("leader_elect", |a| a.alias("enable-leader-election")),
+    mut_arg("lease_name", |a| a.alias("leader-election-id")),
+    mut_arg("log_level", |a| a.alias("zap-log-level"))
+)]
+pub struct Flags {
+    /// Metrics, probes, leader election and logging.
+    #[command(flatten)]
+    pub operator: OperatorFlags,
+
+    /// FoundationDBClusters reconciled at once (at least 1).
+    #[arg(long, default_value_t = 1)]
+    pub max_concurrent_reconciles: usize,
+
+    /// Watch only this namespace; every namespace when unset or empty.
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
+    /// fdbcli's timeout in seconds for ordinary calls.
+    #[arg(long, default_value_t = 10)]
+    pub cli_timeout: u64,
+
+    /// fdbcli's timeout in seconds for slow calls (`status json`, a blocking `exclude`).
+    #[arg(long, default_value_t = 40)]
+    pub max_cli_timeout: u64,
+
+    /// Seconds since the last recovery before processes may be excluded.
+    #[arg(long, default_value_t = 120.0)]
+    pub minimum_recovery_time_for_exclusion: f64,
+
+    /// Seconds since the last recovery before removed processes are included again.
+    #[arg(long, default_value_t = 600.0)]
+    pub minimum_recovery_time_for_inclusion: f64,
+
+    /// How old a pod in phase Failed or Succeeded must be before it is deleted (and then
+    /// recreated), a duration such as `30s` or `2m`.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub minimum_age_for_terminal_pod_deletion: Duration,
+
+    /// Where fdbcli, fdbbackup and fdbrestore are, one directory per `major.minor` version.
+    #[arg(long, env = "FDB_BINARY_DIR")]
+    pub fdb_binary_dir: Option<PathBuf>,
+}
+
+/// Parses a duration: `30s`, `5m`, `1h30m`, `1.5s` (Go's and jiff's friendly forms).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|e| format!("invalid duration {s:?}: {e}"))?;
+    Duration::try_from(d).map_err(|_| format!("{s:?} must not be negative"))
+}
+
+impl Flags {
+    /// Rejects settings the operator cannot run with.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.max_concurrent_reconciles >= 1,
+            "--max-concurrent-reconciles must be at least 1, got {}",
+            self.max_concurrent_reconciles
+        );
+        anyhow::ensure!(
+            self.cli_timeout >= 1 && self.max_cli_timeout >= 1,
+            "--cli-timeout and --max-cli-timeout must be at least 1 second"
+        );
+        for (name, v) in [
+            (
+                "--minimum-recovery-time-for-exclusion",
+                self.minimum_recovery_time_for_exclusion,
+            ),
+            (
+                "--minimum-recovery-time-for-inclusion",
+                self.minimum_recovery_time_for_inclusion,
+            ),
+        ] {
+            anyhow::ensure!(
+                v.is_finite() && v >= 0.0,
+                "{name} must be a non-negative number of seconds, got {v}"
+            );
+        }
+        Ok(())
+    }
+
+    /// The operator-wide thresholds these flags set.
+    pub fn options(&self) -> Options {
+        Options {
+            minimum_recovery_time_for_exclusion: self.minimum_recovery_time_for_exclusion,
+            minimum_recovery_time_for_inclusion: self.minimum_recovery_time_for_inclusion,
+            minimum_age_for_terminal_pod_deletion: self.minimum_age_for_terminal_pod_deletion,
+            ..Options::default()
+        }
+    }
+
+    /// The namespace to watch, if limited to one.
+    pub fn namespace(&self) -> Option<String> {
+        self.watch_namespace.clone().filter(|n| !n.is_empty())
+    }
+
+    /// Where the binaries are and the fdbcli timeouts.
+    pub fn binary_config(&self) -> BinaryConfig {
+        let mut config = BinaryConfig::from_env().with_timeouts(
+            Duration::from_secs(self.cli_timeout),
+            Duration::from_secs(self.max_cli_timeout),
+        );
+        if let Some(dir) = &self.fdb_binary_dir {
+            config.binary_dir = dir.clone();
+        }
+        config
+    }
+
+    fn operator_flags(&self) -> OperatorFlags {
+        let mut flags = self.operator.clone();
+        flags
+            .lease_name
+            .get_or_insert_with(|| LEASE_NAME.to_owned());
+        flags
+    }
+}
+
+/// Runs the operator with the in-cluster (or `KUBECONFIG`) client and the real database
+/// clients until SIGTERM/SIGINT.
+pub async fn run(flags: Flags) -> anyhow::Result<()> {
+    flags.validate()?;
+    let config = flags.binary_config();
+    anyhow::ensure!(
+        config.binary_dir.is_dir(),
+        "FDB_BINARY_DIR (or --fdb-binary-dir) must name a directory holding fdbcli, fdbbackup \
+         and fdbrestore under <major.minor>/, got {:?}",
+        config.binary_dir
+    );
+    let moved = binaries::arrange(&config.binary_dir)
+        .with_context(|| format!("arranging the binaries in {:?}", config.binary_dir))?;
+    let clients: Arc<dyn DatabaseClients> = Arc::new(CliClients::new(config));
+    let operator = Operator::new(OPERATOR_NAME, flags.operator_flags());
+    operator
+        .run(move |rc| {
+            // Logged here: telemetry starts inside Operator::run.
+            for (from, to) in &moved {
+                tracing::info!(from = %from.display(), to = %to.display(), "moved a FoundationDB binary");
+            }
+            controllers(rc, clients, flags)
+        })
+        .await
+}
+
+/// Runs the operator with `client` and `clients` until `shutdown` is cancelled.
+pub async fn run_with(
+    flags: Flags,
+    client: Client,
+    clients: Arc<dyn DatabaseClients>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    flags.validate()?;
+    let operator = Operator::new(OPERATOR_NAME, flags.operator_flags())
+        .with_client(client)
+        .with_shutdown(shutdown);
+    start(operator, flags, clients).await
+}
+
+async fn start(
+    operator: Operator,
+    flags: Flags,
+    clients: Arc<dyn DatabaseClients>,
+) -> anyhow::Result<()> {
+    operator
+        .run(move |rc| controllers(rc, clients, flags))
+        .await
+}
+
+async fn controllers(
+    rc: RunContext,
+    clients: Arc<dyn DatabaseClients>,
+    flags: Flags,
+) -> anyhow::Result<()> {
+    let ctx = Arc::new(Context::new(rc.client.clone(), clients).with_options(flags.options()));
+    tracing::info!(namespace = ?flags.namespace(), concurrency = flags.max_concurrent_reconciles, "starting the FoundationDBCluster controller");
+    crate::cluster::run_with(ctx, rc, flags.namespace(), flags.max_concurrent_reconciles).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Flags, clap::Error> {
+        Flags::try_parse_from(std::iter::once("fdb-operator").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn upstreams_flag_names_and_defaults() {
+        let f = parse(&[
+            "--metrics-addr=:9090",
+            "--enable-leader-election=false",
+            "--leader-election-id=fdb-a",
+            "--max-concurrent-reconciles=5",
+            "--watch-namespace=db",
+            "--cli-timeout=20",
+            "--max-cli-timeout=60",
+            "--minimum-recovery-time-for-exclusion=1.0",
+            "--minimum-recovery-time-for-inclusion=2.5",
+            "--zap-log-level=debug",
+        ])
+        .expect("upstream flags parse");
+        assert_eq!(f.operator.metrics_addr.port(), 9090);
+        assert!(!f.operator.leader_elect);
+        assert_eq!(f.operator_flags().lease_name.as_deref(), Some("fdb-a"));
+        assert_eq!(f.max_concurrent_reconciles, 5);
+        assert_eq!(f.namespace().as_deref(), Some("db"));
+        assert_eq!(f.operator.log_level.as_deref(), Some("debug"));
+        let config = f.binary_config();
+        assert_eq!(config.cli_timeout, Duration::from_secs(20));
+        assert_eq!(config.max_cli_timeout, Duration::from_secs(60));
+        let o = f.options();
+        assert_eq!(o.minimum_recovery_time_for_exclusion, 1.0);
+        assert_eq!(o.minimum_recovery_time_for_inclusion, 2.5);
+        assert!(f.validate().is_ok());
+    }
+
+    #[test]
+    fn defaults_follow_upstream() {
+        let f = parse(&["--enable-leader-election"]).expect("parse");
+        assert!(f.operator.leader_elect);
+        assert_eq!(f.operator.metrics_addr.port(), 8080);
+        assert_eq!(f.operator_flags().lease_name.as_deref(), Some(LEASE_NAME));
+        assert_eq!(f.max_concurrent_reconciles, 1);
+        assert_eq!(f.options(), Options::default());
+        assert_eq!(f.cli_timeout, 10);
+        assert_eq!(f.max_cli_timeout, 40);
+    }
+
+    #[test]
+    fn durations_parse_like_go() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("-5s").is_err());
+        let f = parse(&["--minimum-age-for-terminal-pod-deletion=2m"]).expect("parse");
+        assert_eq!(
+            f.options().minimum_age_for_terminal_pod_deletion,
+            Duration::from_secs(120)
+        );
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_the_flag_name() {
+        let err = parse(&["--max-concurrent-reconciles=0"])
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("--max-concurrent-reconciles"));
+        let err = parse(&["--minimum-recovery-time-for-inclusion=-1"])
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("--minimum-recovery-time-for-inclusion")
+        );
+        // Upstream flags this operator does not implement are refused, not ignored.
+        assert!(parse(&["--label-selector=a=b"]).is_err());
+        assert!(parse(&["--server-side-apply"]).is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! The harness of the cluster controller's plane tests: the operator under the RBAC of
+//! `deploy/fdb/rbac` (a token of its ServiceAccount), one namespace per test, one fake
+//! database per cluster whose processes follow the pods (upstream's mock does the same), and
+//! a record of every pod that disappeared while its process still held data.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fdb::admin::fake::FakeDatabase;
+use fdb::cluster::{Context, FakeClients, Options};
+use fdb::crd::FoundationDBCluster;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+use testenv::TestNamespace;
+use tokio_util::sync::CancellationToken;
+
+pub const CLASS_LABEL: &str = "foundationdb.org/fdb-process-class";
+pub const ID_LABEL: &str = "foundationdb.org/fdb-process-group-id";
+
+pub struct Harness {
+    pub client: kube::Client,
+    /// A client with the operator's ServiceAccount token.
+    pub operator: kube::Client,
+    pub ns: TestNamespace,
+    pub clients: FakeClients,
+    pub token: CancellationToken,
+    pub violations: Arc<Mutex<Vec<String>>>,
+    _rbac: testenv::rbac::ClusterCleanup,
+}
+
+impl Harness {
+    /// The operator with upstream's thresholds.
+    pub async fn start(prefix: &str) -> Self {
+        Self::start_with(prefix, Options::default()).await
+    }
+
+    /// The operator with `options` (its command-line thresholds), running in-process as
+    /// its ServiceAccount.
+    pub async fn start_with(prefix: &str, options: Options) -> Self {
+        let h = Self::prepare(prefix).await;
+        let ctx = Arc::new(
+            Context::new(h.operator.clone(), Arc::new(h.clients.clone())).with_options(options),
+        );
+        let rc = kit::controller::RunContext {
+            client: h.operator.clone(),
+            metrics: kit::metrics::Metrics::new(),
+            readiness: kit::health::Readiness::new(),
+            shutdown: h.token.clone(),
+            metrics_addr: ([127, 0, 0, 1], 0).into(),
+            probe_addr: ([127, 0, 0, 1], 0).into(),
+        };
+        tokio::spawn(fdb::cluster::run(ctx, rc, Some(h.ns.name.clone())));
+        h
+    }
+
+    /// CRDs, a namespace, the RBAC and the operator's client, but no operator yet.
+    pub async fn prepare(prefix: &str) -> Self {
+        let client = testenv::client().await;
+        for crd in fdb::crd::crds() {
+            testenv::install_crd(&client, crd)
+                .await
+                .expect("install CRD");
+        }
+        let ns = TestNamespace::new(&client, prefix).await;
+        let rbac_dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fdb/rbac");
+        let rbac = testenv::rbac::install_rbac(&client, &rbac_dir, "fdb-operator-system", &ns.name)
+            .await
+            .expect("install RBAC");
+        let operator = testenv::service_account_client(
+            &client,
+            &ns.name,
+            "fdb-kubernetes-operator-controller-manager",
+        )
+        .await
+        .expect("operator client");
+        Harness {
+            client,
+            operator,
+            ns,
+            clients: FakeClients::default(),
+            token: CancellationToken::new(),
+            violations: Arc::new(Mutex::new(Vec::new())),
+            _rbac: rbac,
+        }
+    }
+
+    pub fn db(&self, name: &str) -> FakeDatabase {
+        self.clients.database(&self.ns.name, name)
+    }
+
+    /// The processes follow the pods; a pod gone while its process holds data is recorded.
+    pub fn simulate(&self, name: &str) {
+        let (db, pods, token, violations) = (
+            self.db(name),
+            Api::<Pod>::namespaced(self.client.clone(), &self.ns.name),
+            self.token.clone(),
+            self.violations.clone(),
+        );
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(200));
+            while !token.is_cancelled() {
+                tick.tick().await;
+                let Ok(list) = pods.list(&ListParams::default()).await else {
+                    continue;
+                };
+                let present: BTreeSet<String> = list
+                    .items
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .filter_map(|p| p.metadata.labels.as_ref()?.get(ID_LABEL).cloned())
+                    .collect();
+                for id in db.holding_data() {
+                    if !present.contains(&id) {
+                        violations
+                            .lock()
+                            .unwrap()
+                            .push(format!("pod of {id} gone while its process held data"));
+                    }
+                }
+                db.sync_pods(&list.items, CLASS_LABEL, ID_LABEL, "7.1.57");
+            }
+        });
+    }
+
+    pub fn clusters(&self) -> Api<FoundationDBCluster> {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+
+    pub async fn reconciled(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
+        testenv::wait_for(
+            &self.clusters(),
+            name,
+            timeout,
+            |c: &FoundationDBCluster| {
+                let s = c.status.clone().unwrap_or_default();
+                s.configured && s.generations.reconciled == c.metadata.generation.unwrap_or(-1)
+            },
+        )
+        .await
+        .expect("cluster reconciled")
+    }
+
+    /// Reconciled with every removal finished: a pending removal (resources terminating or
+    /// waiting for the include) does not block `reconciled`, as upstream.
+    pub async fn removals_done(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
+        testenv::wait_for(
+            &self.clusters(),
+            name,
+            timeout,
+            |c: &FoundationDBCluster| {
+                let s = c.status.clone().unwrap_or_default();
+                s.configured
+                    && s.generations.reconciled == c.metadata.generation.unwrap_or(-1)
+                    && !s.process_groups.iter().any(|g| g.is_marked_for_removal())
+            },
+        )
+        .await
+        .expect("cluster reconciled without pending removals")
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+pub fn storage_groups(c: &FoundationDBCluster) -> BTreeSet<String> {
+    c.status
+        .as_ref()
+        .unwrap()
+        .process_groups
+        .iter()
+        .filter(|g| g.process_class.as_str() == "storage")
+        .map(|g| g.process_group_id.to_string())
+        .collect()
+}
+
+/// Creates cluster `name` (version 7.1.57, no fault domain, IPs in the cluster file, 1G
+/// volumes) with `spec` merged in, and waits until it is reconciled.
+pub async fn create(h: &Harness, name: &str, spec: serde_json::Value) -> FoundationDBCluster {
+    let mut full = json!({
+        "version": "7.1.57",
+        "faultDomain": {"key": "foundationdb.org/none"},
+        "routing": {"useDNSInClusterFile": false},
+        "processes": {"general": {"volumeClaimTemplate": {"spec": {"resources": {"requests": {"storage": "1G"}}}}}},
+    });
+    for (k, v) in spec.as_object().unwrap() {
+        full[k] = v.clone();
+    }
+    let cluster: FoundationDBCluster = serde_json::from_value(json!({
+        "apiVersion": "apps.foundationdb.org/v1beta2",
+        "kind": "FoundationDBCluster",
+        "metadata": {"name": name},
+        "spec": full,
+    }))
+    .unwrap();
+    h.clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .expect("create");
+    h.reconciled(name, Duration::from_secs(180)).await
+}
