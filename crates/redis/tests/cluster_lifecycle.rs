@@ -604,3 +604,83 @@ async fn a_fenced_instance_stays_down_across_a_restart_and_comes_back_in_sync_wh
     let keys = ["while-fenced".to_owned()].into_iter().collect();
     assert!(data::missing(&ip1, &pw, &keys).await.is_empty());
 }
+
+/// `primaryUpdateStrategy: supervised`: a template change replaces the replicas, then waits
+/// with phase `WaitingForUser` and the primary untouched until `redis.io/approve-primary-update`
+/// is set; then the primary is switched over (no acknowledged write lost) and replaced, and
+/// the operator removes the approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_supervised_rolling_update_waits_for_the_approval_before_the_primary() {
+    use redis::names::ANN_APPROVE_PRIMARY_UPDATE;
+    let env = Env::on_process_nodes("rc-supervised", &[]).await;
+    env.create(
+        "demo",
+        json!({"instances": 3, "storage": {"size": "1Gi"}, "primaryUpdateStrategy": "supervised"}),
+    )
+    .await;
+    env.healthy("demo", 3).await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let hash = |p: &Pod| p.annotations().get(redis::names::ANN_SPEC_HASH).cloned();
+    let before = hash(&pods.get("demo-0").await.expect("demo-0"));
+    let primary_uid = pods.get("demo-0").await.expect("demo-0").uid();
+    let writer = Writer::start(env.clusters(), pods.clone(), "demo", pw.clone(), 1);
+    writer.progress(100, T).await;
+    let sampler = Sampler::start(pods.clone(), "demo", pw.clone());
+
+    env.patch(
+        "demo",
+        json!({"spec": {"resources": {"requests": {"cpu": "12m"}}}}),
+    )
+    .await;
+    env.wait("demo", Duration::from_secs(240), |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(ClusterPhase::WaitingForUser))
+    })
+    .await;
+    // The replicas are replaced; the primary is not, and stays primary.
+    testenv::eventually("the replicas replaced", T, || async {
+        let mut done = true;
+        for name in ["demo-1", "demo-2"] {
+            let p = pods.get(name).await.ok()?;
+            done &= hash(&p) != before && p.metadata.deletion_timestamp.is_none();
+        }
+        done.then_some(())
+    })
+    .await
+    .expect("replicas");
+    let p0 = pods.get("demo-0").await.expect("demo-0");
+    assert_eq!((hash(&p0), p0.uid()), (before.clone(), primary_uid));
+    let rc = env.clusters().get("demo").await.expect("cluster");
+    assert_eq!(rc.status.expect("status").current_primary, "demo-0");
+    writer.progress(100, T).await;
+
+    env.patch(
+        "demo",
+        json!({"metadata": {"annotations": {ANN_APPROVE_PRIMARY_UPDATE: "true"}}}),
+    )
+    .await;
+    let rc = env
+        .wait("demo", Duration::from_secs(240), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.ready_instances == 3
+                    && s.current_primary != "demo-0"
+            }) && !c.annotations().contains_key(ANN_APPROVE_PRIMARY_UPDATE)
+        })
+        .await;
+    testenv::eventually("demo-0 replaced", T, || async {
+        let p = pods.get("demo-0").await.ok()?;
+        (hash(&p) != before && p.metadata.deletion_timestamp.is_none()).then_some(())
+    })
+    .await
+    .expect("demo-0 replaced");
+    writer.progress(100, T).await;
+    let writes = writer.finish().await;
+    let samples = sampler.finish().await;
+    let primary = rc.status.expect("status").current_primary;
+    let ip = env.pod_ip(&primary).await.expect("ip");
+    let missing = data::missing(&ip, &pw, &writes.acked).await;
+    data::assert_nothing_lost_never_split(&missing, &writes, &samples);
+}

@@ -311,6 +311,21 @@ async fn execute(pass: &mut Pass, step: Handoff) -> Result<Next, WriteError> {
                 req.target, req.reason
             );
             w(pass).event(false, "SwitchoverStarted", note).await;
+            // A supervised primary update starts here: its approval is used up now, or it
+            // would still be there (approving the next one) once the whole handover finished
+            // within this pass.
+            let update = matches!(
+                pass.plan.as_ref().map(|p| &p.action),
+                Some(Action::Switchover {
+                    why: crate::cluster::plan::Why::Update,
+                    ..
+                })
+            );
+            let supervised = pass.model.spec.primary_update_strategy
+                == crate::crd::PrimaryUpdateStrategy::Supervised;
+            if update && supervised && pass.model.approved {
+                crate::cluster::steps::ensure_pods::consume_approval(pass).await?;
+            }
         }
         Handoff::Fence(pod) => {
             fence(pass, std::slice::from_ref(&pod), &[]).await?;
