@@ -18,7 +18,8 @@
 //! - The AppliedManifestWork's `status.appliedResources` lists what was applied (sorted);
 //!   resources a ManifestWork no longer carries are pruned: deleted (UID precondition) when
 //!   this AppliedManifestWork is their only one and no other live ManifestWork of the mailbox
-//!   carries them (a hand-over, e.g. re-sharding by the transport), else only disowned.
+//!   carries them (a hand-over, e.g. re-sharding by the transport; checked on the cache, then
+//!   on a fresh list before anything is deleted), else only disowned.
 //! - ManifestWork status: `Applied` and `Available` conditions and per-manifest
 //!   `resourceStatus` with `Applied`/`Available` conditions; written only when it changes.
 //! - A ManifestWork being deleted, or an AppliedManifestWork of this hub whose ManifestWork
@@ -633,7 +634,10 @@ async fn prune_resource(
         Prune::Delete if orphan => Prune::Disown,
         // Handed over (e.g. moved to another ManifestWork when the transport re-shards):
         // the other ManifestWork's apply takes ownership; deleting would flap the object.
-        Prune::Delete if carried_elsewhere(ctx, r, amw_uid) => Prune::Disown,
+        Prune::Delete if carried_elsewhere(ctx, &ctx.works.state(), r, amw_uid) => Prune::Disown,
+        // The cache may not have the receiving ManifestWork yet: a delete is only decided on
+        // a fresh list of the mailbox.
+        Prune::Delete if carried_elsewhere(ctx, &mailbox(ctx).await?, r, amw_uid) => Prune::Disown,
         d => d,
     };
     match decision {
@@ -678,7 +682,25 @@ async fn prune_resource(
 
 // Whether a live ManifestWork of the mailbox other than the one `amw_uid` applies carries
 // the resource `r`.
-fn carried_elsewhere(ctx: &Ctx, r: &AppliedManifestResourceMeta, amw_uid: &str) -> bool {
+/// The mailbox's ManifestWorks, read from the ITS (not the cache).
+async fn mailbox(ctx: &Ctx) -> Result<Vec<Arc<ManifestWork>>, AgentError> {
+    let api: Api<ManifestWork> = Api::namespaced(ctx.its.clone(), &ctx.opts.cluster_name);
+    let list = api
+        .list(&Default::default())
+        .await
+        .map_err(|e| AgentError::Resource {
+            what: format!("ManifestWorks of {}", ctx.opts.cluster_name),
+            message: e.to_string(),
+        })?;
+    Ok(list.items.into_iter().map(Arc::new).collect())
+}
+
+fn carried_elsewhere(
+    ctx: &Ctx,
+    works: &[Arc<ManifestWork>],
+    r: &AppliedManifestResourceMeta,
+    amw_uid: &str,
+) -> bool {
     let kinds: BTreeSet<String> = ctx
         .kinds
         .lock()
@@ -687,7 +709,7 @@ fn carried_elsewhere(ctx: &Ctx, r: &AppliedManifestResourceMeta, amw_uid: &str) 
         .filter(|((g, _, _), (ar, _))| g == &r.group && ar.plural == r.resource)
         .map(|((_, _, k), _)| k.clone())
         .collect();
-    ctx.works.state().iter().any(|mw| {
+    works.iter().any(|mw| {
         let mine = ctx
             .applied
             .get(&ObjectRef::new(&amw_name(&ctx.opts, &mw.name_any())))
