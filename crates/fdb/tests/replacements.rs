@@ -290,7 +290,7 @@ async fn a_transaction_system_spec_change_replaces_log_groups_one_at_a_time() {
                     let mut max = in_flight.lock().unwrap();
                     *max = (*max).max(n);
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await; // the sampling period
             }
         })
     };
