@@ -191,6 +191,12 @@ async fn pair(tag: &str, password: &str) -> (Server, Server) {
     )
     .await;
     until("the replica's link", || async { b.info().await.link_up() }).await;
+    // The primary counts the replica online only once it acknowledged the sync, a moment after
+    // the replica reports its link up; `FAILOVER` needs it online.
+    until("the replica online on the primary", || async {
+        a.info().await.get("slave0").contains("state=online")
+    })
+    .await;
     (a, b)
 }
 
