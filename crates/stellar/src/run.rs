@@ -320,6 +320,9 @@ async fn register(
     labels: &[String],
 ) -> anyhow::Result<()> {
     let its = client(its_kubeconfig).await?;
+    // Registration may come before the controller-manager ever ran against this ITS (a fresh
+    // one): the ManagedCluster kind must be served first.
+    install_crds(&its, crate::ocm::hub_crds()).await?;
     let mut l = serde_json::Map::new();
     for kv in labels {
         let (k, v) = kv
