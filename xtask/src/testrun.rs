@@ -36,6 +36,8 @@ struct Outcome {
     passed: u64,
     failed: u64,
     ok: bool,
+    /// For a failed job: the lines that say why, and the machine's state when it ended.
+    digest: Vec<String>,
 }
 
 fn cargo_bin() -> String {
@@ -187,6 +189,17 @@ pub fn run() -> anyhow::Result<(u64, u64)> {
     if !broken.is_empty() {
         println!("binaries that failed without a failing test: {broken:?}");
     }
+    let failures: Vec<_> = outcomes.iter().filter(|o| !o.ok).collect();
+    if !failures.is_empty() {
+        // Last, so the end of the log (all CI keeps) says which tests failed and why.
+        println!("why they failed:");
+        for o in failures {
+            println!("  {}:", o.label);
+            for l in &o.digest {
+                println!("    {l}");
+            }
+        }
+    }
     let passed = outcomes.iter().map(|o| o.passed).sum();
     // A binary that crashed or exited non-zero without reporting a failed test counts as one.
     let failed = outcomes
@@ -230,6 +243,13 @@ fn run_one(job: &Job) -> Outcome {
         }
     }
     let ok = matches!(&status, Ok(s) if s.success());
+    let digest = if ok {
+        Vec::new()
+    } else {
+        let mut d = failure_lines(&text, 40);
+        d.push(format!("machine when it ended: {}", machine_state()));
+        d
+    };
     let stdout = std::io::stdout();
     let mut w = stdout.lock();
     let verdict = match &status {
@@ -249,7 +269,94 @@ fn run_one(job: &Job) -> Outcome {
         passed,
         failed,
         ok,
+        digest,
     }
+}
+
+/// The lines of a test binary's output that say why it failed, at most `cap`: the failing
+/// tests' headers, panic messages (with the two lines after them), compiler errors and
+/// signals. The log CI keeps is the end of the run, so these are repeated there.
+fn failure_lines(text: &str, cap: usize) -> Vec<String> {
+    const KEYS: [&str; 9] = [
+        "---- ",
+        "panicked at",
+        "error:",
+        "error[",
+        "Couldn't compile",
+        "signal:",
+        "No space left",
+        "Cannot allocate memory",
+        "test result: FAILED",
+    ];
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() && out.len() < cap {
+        let line = lines[i];
+        if KEYS.iter().any(|k| line.contains(k)) {
+            let after = if line.contains("panicked at") { 2 } else { 0 };
+            for l in &lines[i..(i + 1 + after).min(lines.len())] {
+                let mut l = l.trim_end().to_string();
+                if l.len() > 300 {
+                    let mut cut = 300;
+                    while !l.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    l.truncate(cut);
+                    l.push('…');
+                }
+                out.push(l);
+            }
+            i += 1 + after;
+        } else {
+            i += 1;
+        }
+    }
+    out.truncate(cap);
+    out
+}
+
+/// Free disk under the target dir and the temp dir, available memory and load: what a
+/// failure nobody can reproduce is most often about.
+fn machine_state() -> String {
+    let free = |dir: &Path| -> String {
+        Command::new("df")
+            .args(["-Pk", &dir.to_string_lossy()])
+            .output()
+            .ok()
+            .and_then(|o| {
+                let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                let kib: u64 = text
+                    .lines()
+                    .nth(1)?
+                    .split_whitespace()
+                    .nth(3)?
+                    .parse()
+                    .ok()?;
+                Some(format!("{:.1} GiB", kib as f64 / 1048576.0))
+            })
+            .unwrap_or_else(|| "?".into())
+    };
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"));
+    let mem = fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(format!("{:.1} GiB", kib as f64 / 1048576.0))
+        })
+        .unwrap_or_else(|| "?".into());
+    let load = fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into());
+    format!(
+        "disk free {} (target dir), {} (temp dir); memory available {mem}; load {load}",
+        free(&target),
+        free(&std::env::temp_dir())
+    )
 }
 
 #[cfg(test)]
@@ -261,6 +368,27 @@ mod tests {
 {"reason":"compiler-artifact","manifest_path":"/w/crates/redis/Cargo.toml","target":{"kind":["test"],"name":"cluster_lifecycle"},"profile":{"test":true},"executable":"/t/debug/deps/cluster_lifecycle-2"}
 {"reason":"compiler-artifact","manifest_path":"/w/crates/redis/Cargo.toml","target":{"kind":["bin"],"name":"kubectl-redis"},"profile":{"test":true},"executable":"/t/debug/deps/kubectl_redis-3"}
 {"reason":"build-finished","success":true}"#;
+
+    #[test]
+    fn a_failure_digest_keeps_the_headers_panics_and_errors_and_drops_the_logs() {
+        let out = "running 2 tests\n2026-01-01T00:00:00Z INFO a log line\n\
+                   failures:\n\n---- a::b stdout ----\nINFO noise\n\
+                   thread 'a::b' panicked at src/a.rs:3:5:\nassertion failed: x\nleft: 1\n\
+                   right: 2\n\nerror: linking with `cc` failed: signal: 9 (SIGKILL)\n\
+                   test result: FAILED. 1 passed; 1 failed; 0 ignored\n";
+        assert_eq!(
+            failure_lines(out, 40),
+            [
+                "---- a::b stdout ----",
+                "thread 'a::b' panicked at src/a.rs:3:5:",
+                "assertion failed: x",
+                "left: 1",
+                "error: linking with `cc` failed: signal: 9 (SIGKILL)",
+                "test result: FAILED. 1 passed; 1 failed; 0 ignored",
+            ]
+        );
+        assert_eq!(failure_lines(out, 2).len(), 2);
+    }
 
     #[test]
     fn test_executables_are_read_from_cargos_json() {
