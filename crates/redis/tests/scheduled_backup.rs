@@ -197,3 +197,64 @@ async fn ticks_create_backups_prune_failed_ones_and_suspend_stops_them() {
     assert!(children(&backups, "broken").await.is_empty());
     op.stop().await;
 }
+
+/// A pass whose cached copy lags: it says a tick is due, but the stored schedule was suspended
+/// meanwhile. The pass decides again from the stored copy, so no backup is created and the
+/// status it writes is the suspended one.
+#[tokio::test]
+async fn a_pass_from_a_stale_copy_never_ticks_a_suspended_schedule() {
+    let (admin, ns) = setup("redis-sched-stale").await;
+    let schedules: Api<RedisScheduledBackup> = Api::namespaced(admin.clone(), &ns.name);
+    let backups: Api<RedisBackup> = Api::namespaced(admin.clone(), &ns.name);
+    let stale = schedules
+        .create(&PostParams::default(), &schedule("stale", "@every 2s"))
+        .await
+        .expect("schedule");
+    // No operator runs: the copy read at creation becomes due once its first tick has passed.
+    let created = stale
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .expect("created")
+        .0;
+    testenv::eventually("the first tick has passed", T, || async move {
+        (jiff::Timestamp::now().duration_since(created).as_secs() >= 3).then_some(())
+    })
+    .await
+    .expect("due");
+    schedules
+        .patch(
+            "stale",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .expect("suspend");
+
+    let connector = std::sync::Arc::new(redis::instance_client::https::HttpsConnector::default());
+    let shared = redis::backup::Shared::new(
+        admin.clone(),
+        &kit::metrics::Metrics::new(),
+        Duration::from_secs(60),
+        connector,
+    );
+    let ctx = std::sync::Arc::new(redis::scheduled_backup::Ctx {
+        shared: std::sync::Arc::new(shared),
+    });
+    redis::scheduled_backup::reconcile(std::sync::Arc::new(stale), ctx)
+        .await
+        .expect("pass");
+
+    assert!(
+        children(&backups, "stale").await.is_empty(),
+        "a backup was created for a suspended schedule"
+    );
+    let st = schedules
+        .get("stale")
+        .await
+        .expect("get")
+        .status
+        .expect("st");
+    assert_eq!(st.phase, Some(ScheduledBackupPhase::Suspended));
+    assert!(st.next_schedule_time.is_none());
+}

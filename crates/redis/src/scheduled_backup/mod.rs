@@ -3,7 +3,9 @@
 //!
 //! Contract of [`reconcile`], one pass as named steps:
 //! `plan → check_cluster → create_backup → write_status → prune`.
-//! - `plan` ([`decide::plan`]): pure, from the spec, the status and the clock.
+//! - `plan` ([`decide::plan`]): pure, from the spec, the status and the clock. When the cached
+//!   copy says a tick is due, the schedule is read again and planned from the stored copy, so a
+//!   schedule suspended or ticked meanwhile never gets a backup from a stale view.
 //! - `check_cluster`: a backup is created only for an existing RedisCluster; a missing one is
 //!   a transient error (the tick fires once it exists).
 //! - `create_backup`: `<name>-<unix seconds of the tick>` with labels `redis.io/cluster` and
@@ -11,7 +13,9 @@
 //!   (deleting the schedule keeps its backups, as upstream). Created before the status is
 //!   written; one that exists already (a repeated pass) counts as created. Event
 //!   `ScheduledBackupTriggered`.
-//! - `write_status`: only when it differs. `InvalidSchedule` (Warning) when the schedule
+//! - `write_status`: only when it differs, conditional on the planned copy's
+//!   `resourceVersion` (a stale copy never overwrites a newer status: the pass ends and looks
+//!   again 0.5 s later). `InvalidSchedule` (Warning) when the schedule
 //!   turns invalid.
 //! - `prune` ([`decide::prune`]): every pass, from a fresh list of the schedule's backups, so a
 //!   backup finishing beyond the limit is deleted right away. Event `BackupPruned`.
@@ -46,6 +50,15 @@ pub enum ScheduledError {
     /// The cluster does not exist (yet).
     #[error("RedisCluster {0} not found; no backup is created until it exists")]
     ClusterMissing(String),
+    /// Reading the schedule before a tick failed.
+    #[error("reading RedisScheduledBackup {name}: {source}")]
+    ReadSchedule {
+        /// The schedule.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// Reading the cluster failed.
     #[error("reading RedisCluster {name}: {source}")]
     ReadCluster {
@@ -97,6 +110,7 @@ impl ReconcileError for ScheduledError {
     fn category(&self) -> &'static str {
         match self {
             ScheduledError::ClusterMissing(_) => "cluster_missing",
+            ScheduledError::ReadSchedule { .. } => "read_schedule",
             ScheduledError::ReadCluster { .. } => "read_cluster",
             ScheduledError::CreateBackup { .. } => "create_backup",
             ScheduledError::WriteStatus { .. } => "write_status",
@@ -112,30 +126,58 @@ pub async fn reconcile(
     ctx: Arc<Ctx>,
 ) -> Result<Action, ScheduledError> {
     let ns = sb.namespace().unwrap_or_default();
-    let name = sb.name_any();
-    let status = sb.status.clone().unwrap_or_default();
-    let created = sb
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or_else(Timestamp::now, |t| t.0);
-    let plan = decide::plan(&decide::Facts {
-        name: &name,
-        created,
-        generation: sb.metadata.generation,
-        spec: &sb.spec,
-        status: &status,
-        now: Timestamp::now(),
-    });
+    let api = Api::<RedisScheduledBackup>::namespaced(ctx.shared.client.clone(), &ns);
+    let now = Timestamp::now();
+    let mut plan = decide::plan(&facts(&sb, now));
+    let mut sb = sb;
+    if plan.create.is_some() {
+        // A tick is due by the cached copy: decide again from the stored one, so a schedule
+        // suspended, changed or already ticked meanwhile never gets a backup from a stale view.
+        let Some(fresh) =
+            api.get_opt(&sb.name_any())
+                .await
+                .map_err(|source| ScheduledError::ReadSchedule {
+                    name: sb.name_any(),
+                    source,
+                })?
+        else {
+            return Ok(Action::await_change());
+        };
+        sb = Arc::new(fresh);
+        plan = decide::plan(&facts(&sb, now));
+    }
     if let Some(backup) = &plan.create {
         check_cluster(&ctx, &ns, &sb.spec.cluster_name).await?;
         create_backup(&ctx, &sb, backup).await?;
     }
-    write_status(&ctx, &sb, &plan).await?;
+    if !write_status(&ctx, &api, &sb, &plan).await? {
+        // The stored object moved on since this copy: look again from the newer one (a tick
+        // just created is found again under the same name, so nothing is created twice).
+        tracing::debug!(schedule = %sb.name_any(), "status not written: the copy is stale");
+        return Ok(Action::requeue(STALE_RETRY));
+    }
     prune(&ctx, &sb).await?;
     let outcome = plan.requeue.map_or(Outcome::Done, Outcome::RequeueAfter);
     Ok(ctx.shared.backoff.succeeded(&*sb, outcome))
 }
+
+/// How soon a pass that found its copy stale looks again.
+const STALE_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
+fn facts(sb: &RedisScheduledBackup, now: Timestamp) -> decide::Facts<'_> {
+    let created = sb.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0);
+    decide::Facts {
+        name: sb.metadata.name.as_deref().unwrap_or_default(),
+        created,
+        generation: sb.metadata.generation,
+        spec: &sb.spec,
+        status: sb.status.as_ref().unwrap_or(&EMPTY_STATUS),
+        now,
+    }
+}
+
+static EMPTY_STATUS: std::sync::LazyLock<crate::crd::RedisScheduledBackupStatus> =
+    std::sync::LazyLock::new(Default::default);
 
 async fn check_cluster(ctx: &Ctx, ns: &str, cluster: &str) -> Result<(), ScheduledError> {
     Api::<RedisCluster>::namespaced(ctx.shared.client.clone(), ns)
@@ -205,30 +247,34 @@ async fn create_backup(
     Ok(())
 }
 
+/// Writes the planned status, conditional on the copy's `resourceVersion`; `false` when the
+/// stored object has moved on (409).
 async fn write_status(
     ctx: &Ctx,
+    api: &Api<RedisScheduledBackup>,
     sb: &RedisScheduledBackup,
     plan: &decide::Plan,
-) -> Result<(), ScheduledError> {
-    let api = Api::<RedisScheduledBackup>::namespaced(
-        ctx.shared.client.clone(),
-        &sb.namespace().unwrap_or_default(),
-    );
+) -> Result<bool, ScheduledError> {
     let was_invalid = sb.status.as_ref().is_some_and(|s| {
         kit::conditions::get(&s.conditions, crate::crd::CONDITION_SCHEDULE_VALID)
             .is_some_and(|c| c.status == "False")
     });
-    kit::status::patch_status_if_changed(&api, sb, &plan.status, names::FIELD_MANAGER)
-        .await
-        .map_err(|source| ScheduledError::WriteStatus {
-            name: sb.name_any(),
-            source,
-        })?;
+    match kit::status::patch_status_if_changed_at(api, sb, &plan.status, names::FIELD_MANAGER).await
+    {
+        Ok(_) => {}
+        Err(e) if kit::status::is_conflict(&e) => return Ok(false),
+        Err(source) => {
+            return Err(ScheduledError::WriteStatus {
+                name: sb.name_any(),
+                source,
+            });
+        }
+    }
     if let (Some(why), false) = (&plan.invalid, was_invalid) {
         let note = format!("Cannot schedule backups: {why}");
         event(ctx, sb, true, "InvalidSchedule", note).await;
     }
-    Ok(())
+    Ok(true)
 }
 
 async fn prune(ctx: &Ctx, sb: &RedisScheduledBackup) -> Result<(), ScheduledError> {
