@@ -400,7 +400,7 @@ impl Drop for Simulator {
 /// Builds `vksim` with this example's profile (and the example itself, so features
 /// resolve as for this build and nothing is rebuilt); returns the binary's path.
 fn build_simulator() -> anyhow::Result<PathBuf> {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cmd = testenv::cargo::command();
     cmd.args([
         "build",
         "-p",

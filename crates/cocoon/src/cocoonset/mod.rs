@@ -102,6 +102,12 @@ pub enum Error {
         /// The cause.
         source: kube::Error,
     },
+    /// Reading the stored set failed.
+    #[error("reading the cocoonset: {source}")]
+    ReadSet {
+        /// The cause.
+        source: kube::Error,
+    },
     /// Listing CocoonHibernations failed.
     #[error("listing cocoonhibernations: {source}")]
     ListHibernations {
@@ -136,6 +142,7 @@ impl ReconcileError for Error {
             Error::ListPods { .. }
             | Error::ReadPod { .. }
             | Error::ListHibernations { .. }
+            | Error::ReadSet { .. }
             | Error::CacheNotReady => "read_failed",
             Error::CreatePod { .. } | Error::DeletePod { .. } | Error::PatchPod { .. } => {
                 "pod_write_failed"

@@ -298,6 +298,15 @@ impl<'a> Pass<'a> {
         .map_err(|source| Error::Status { source })
     }
 
+    /// The set as stored now (`None`: deleted), for a decision the cached copy may be too old
+    /// for.
+    pub async fn stored(&self) -> Result<Option<CocoonSet>, Error> {
+        self.sets_api
+            .get_opt(&self.set.name_any())
+            .await
+            .map_err(|source| Error::ReadSet { source })
+    }
+
     /// Publishes an Event on the set; failures are logged, never fatal.
     pub async fn event(&self, warning: bool, reason: &str, note: String) {
         let reference = self.set.object_ref(&());

@@ -10,7 +10,8 @@
 //! - A pod under a toolbox's name that is not this set's toolbox (someone else's pod) is a
 //!   name collision: that toolbox is skipped, the others are converged, and once nothing else
 //!   changed the collision is reported like an invalid spec (Ready False, reason
-//!   `NameCollision`, one Warning Event per change of the message). The foreign pod is not
+//!   `NameCollision`, one Warning Event per change of the message, decided from the stored set
+//!   when the cached copy does not show it yet). The foreign pod is not
 //!   watched, so the set looks again every 30 s until its name is free.
 //! - Toolbox pods no longer in the spec are deleted.
 
@@ -143,12 +144,15 @@ pub async fn report(pass: &Pass<'_>, err: Error) -> Result<Outcome, Error> {
     let Some((reason, message, outcome)) = problem(&err) else {
         return Err(err);
     };
-    let already = pass
-        .set
-        .status
-        .as_ref()
-        .and_then(|s| kit::conditions::get(&s.conditions, "Ready"))
-        .is_some_and(|c| c.reason == reason && c.message == message);
+    let said = |set: &crate::crd::CocoonSet| {
+        set.status
+            .as_ref()
+            .and_then(|s| kit::conditions::get(&s.conditions, "Ready"))
+            .is_some_and(|c| c.reason == reason && c.message == message)
+    };
+    // The cached copy can lag the previous pass's status write: before publishing, the stored
+    // copy decides whether this problem is new (one Event per change of the message).
+    let already = said(&pass.set) || pass.stored().await?.is_some_and(|s| said(&s));
     if !already {
         pass.event(true, reason, message.to_owned()).await;
     }
