@@ -15,7 +15,6 @@
 //! The command fails when a run violated an invariant (the table names the seeds).
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use testenv::chaos::scenario::{ENV_PARALLEL, ENV_REPORT, ENV_SEEDS, RunReport};
 
@@ -99,7 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     for op in operators {
         eprintln!("==> chaos {op}: seeds {seeds}, {} at once", args.parallel);
-        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        let mut cmd = testenv::cargo::command();
         cmd.args(["test", "-p", op, "--test", "chaos", "--"])
             .args(args.scenario.as_deref())
             .args(["--nocapture", "--test-threads=1"])

@@ -38,7 +38,7 @@ pub fn build_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
 /// dependencies' builds) and returns their paths in order, from cargo's artifact messages (so
 /// any target directory works).
 pub fn build_binaries(targets: &[(&str, &str)]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cmd = testenv::cargo::command();
     cmd.arg("build");
     for (package, bin) in targets {
         cmd.args(["-p", package, "--bin", bin]);

@@ -207,9 +207,7 @@ impl Phases {
 }
 
 fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(args)
-        .status()?;
+    let status = testenv::cargo::command().args(args).status()?;
     anyhow::ensure!(status.success(), "cargo {} failed", args.join(" "));
     Ok(())
 }

@@ -119,7 +119,7 @@ fn parallelism() -> usize {
 
 /// Builds every test binary, runs them all, prints the totals; returns (passed, failed).
 pub fn run() -> anyhow::Result<(u64, u64)> {
-    let out = Command::new(cargo_bin())
+    let out = testenv::cargo::command()
         .args([
             "test",
             "--workspace",
@@ -219,15 +219,21 @@ fn run_one(job: &Job) -> Outcome {
     ));
     let status = fs::File::create(&log).and_then(|f| {
         let err = f.try_clone()?;
-        Command::new(&job.program)
-            .args(&job.args)
-            .current_dir(&job.dir)
-            .env("CARGO", cargo_bin())
-            .env("CARGO_MANIFEST_DIR", &job.dir)
-            .stdin(Stdio::null())
-            .stdout(f)
-            .stderr(err)
-            .status()
+        let mut cmd = if job.args.is_empty() {
+            // A test executable, run as cargo runs it.
+            let mut cmd = Command::new(&job.program);
+            cmd.env("CARGO", cargo_bin())
+                .env("CARGO_MANIFEST_DIR", &job.dir);
+            cmd
+        } else {
+            // The doctests' cargo, without the variables cargo set for xtask (see
+            // `testenv::cargo`): a build script watching them would rebuild its crate under the
+            // feet of the test binaries running beside it ("crate `ring` required to be
+            // available in rlib format").
+            testenv::cargo::command()
+        };
+        cmd.args(&job.args).current_dir(&job.dir);
+        cmd.stdin(Stdio::null()).stdout(f).stderr(err).status()
     });
     let secs = started.elapsed().as_secs_f64();
     let mut text = String::new();

@@ -300,7 +300,7 @@ where
 /// Builds `--bin bin` of `package` with the caller's profile (release unless built with
 /// debug assertions) and returns the executable's path.
 pub fn build_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cmd = crate::cargo::command();
     cmd.args(["build", "-p", package, "--bin", bin]);
     if !cfg!(debug_assertions) {
         cmd.arg("--release");

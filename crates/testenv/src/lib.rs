@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod azurite;
 pub mod bench;
+pub mod cargo;
 pub mod chaos;
 pub mod deployed;
 pub mod identity;

@@ -20,7 +20,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
@@ -251,7 +250,7 @@ fn build(images: &[OperatorImage]) -> anyhow::Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
     for op in images {
         let start = Instant::now();
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        let status = testenv::cargo::command()
             .args(["build", "--release", "--locked", "--target", TARGET])
             .args(["-p", op.package, "--bin", op.binary])
             .env("CARGO_TARGET_DIR", &dir)

@@ -184,7 +184,7 @@ pub fn build_agent() -> anyhow::Result<PathBuf> {
         return Ok(PathBuf::from(p));
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let out = crate::cargo::command()
         .args([
             "build",
             "--quiet",
