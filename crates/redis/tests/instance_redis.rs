@@ -593,11 +593,13 @@ async fn a_backup_snapshot_starts_after_the_request_even_with_a_save_running() {
     let s = spec(serde_json::json!({"redis": {"enable-debug-command": "local"}}));
     let a = Server::start("snap", &Boot::Primary, "pw", &s).await;
     let mut c = a.client("pw").await.expect("client");
-    // Enough data for a BGSAVE that takes a moment, started by someone else first.
-    c.command(&["DEBUG", "POPULATE", "200000"])
+    // A BGSAVE that takes about a second, started by someone else first: 2000 keys at 500 µs
+    // each (a per-key delay of a few µs would be stretched tens of times by the kernel's timer
+    // slack and the machine's load: 200000 keys at 5 µs once took over 30 s).
+    c.command(&["DEBUG", "POPULATE", "2000"])
         .await
         .expect("populate");
-    c.command(&["CONFIG", "SET", "rdb-key-save-delay", "5"])
+    c.command(&["CONFIG", "SET", "rdb-key-save-delay", "500"])
         .await
         .expect("slow saves");
     c.command(&["BGSAVE"])
