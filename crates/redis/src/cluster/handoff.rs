@@ -36,7 +36,11 @@
 //! - **Candidates** ([`candidate`]): a running, unfenced replica within `instances` of the
 //!   last primary's replication history ([`history`]), with no full sync in progress, whose
 //!   link was up until the failure (down for at most the time since the failure plus
-//!   `minSyncReplicasMaxLag`); the highest offset wins, then the lowest ordinal. The history is
+//!   `minSyncReplicasMaxLag`); the highest offset wins, then the lowest ordinal. The link's
+//!   age is not held against a replica when the old primary restarted in place since its
+//!   replicas synchronised and every replica within `instances` answers with the history: their
+//!   links went down when that incarnation ended, maybe long before the failure was seen, and
+//!   the highest offset of a complete set holds every acknowledged write. The history is
 //!   the old primary's last replication ID when a replica has it; otherwise the newest one a
 //!   replica was seen in sync with (`status.syncedReplicationID`): a primary restarted in place
 //!   (or just promoted) takes a new replication ID, and until a replica has synchronised from
@@ -413,13 +417,43 @@ fn rejection(i: &Inputs<'_>, m: &Member) -> Option<String> {
     // Offset 0 with the history's replication ID is a replica synchronised before the first
     // write (a new cluster): it has everything. A replica that never synchronised has its own
     // replication ID, whatever its offset.
-    if r.master_link_status != "up" && r.master_link_down_since_seconds > allowed {
+    if r.master_link_status != "up"
+        && r.master_link_down_since_seconds > allowed
+        && !restarted_with_every_replica_reporting(i)
+    {
         return Some(format!(
             "its link has been down {} s, more than the {allowed} s allowed",
             r.master_link_down_since_seconds
         ));
     }
     None
+}
+
+/// The old primary restarted in place since its replicas last synchronised (the history is
+/// not its replication ID: no replica followed the new incarnation, so none of its writes was
+/// acknowledged by a replica), and every replica within `instances` answers as a running,
+/// unfenced replica of that history with no full sync in progress. Their links went down when
+/// the incarnation they followed ended, which can be well before the operator saw the failure
+/// (a primary restarting in place answers between its crashes), so the link's age says
+/// nothing; and with every replica seen, the highest offset holds every write a replica
+/// acknowledged. Then the link's age is not held against a candidate.
+fn restarted_with_every_replica_reporting(i: &Inputs<'_>) -> bool {
+    let replid = history(i);
+    if replid.is_empty() || i.primary_replid.is_empty() || replid == i.primary_replid {
+        return false;
+    }
+    i.members
+        .iter()
+        .filter(|m| m.name != i.current && m.ordinal < i.instances)
+        .all(|m| {
+            m.pod_live()
+                && m.ip().is_some()
+                && !i.fencing.fences(&m.name)
+                && m.is_replica()
+                && m.report().is_some_and(|r| {
+                    !r.fenced && !r.master_sync_in_progress && r.replication_id == replid
+                })
+        })
 }
 
 fn secs(d: Duration) -> i64 {

@@ -665,3 +665,46 @@ fn streaks_count_bad_observations_and_reset_on_a_good_one() {
     assert_eq!((s.misses, s.since), (2, Some(t(1))));
     assert_eq!(s.observe(true, t(3)), Streak::default());
 }
+
+#[test]
+fn after_a_restart_in_place_the_links_age_is_not_held_against_a_complete_set_of_replicas() {
+    // The old primary restarted in place (replication ID B, followed by no replica); its
+    // replicas lost the link to incarnation A when it restarted, long before the failure was
+    // seen.
+    let case = |one: Member| {
+        let mut c = Case::new(vec![dead(0), one, link_down(replica(2, 0, "A", 90), 600)]);
+        c.failing_since = Some(t(95));
+        c.replid = "B";
+        c.synced = "A";
+        candidate(&c.inputs()).map(|(m, _)| m.name.clone())
+    };
+    assert_eq!(
+        case(link_down(replica(1, 0, "A", 100), 600)).as_deref(),
+        Some("demo-1"),
+        "every replica answers with the history: the highest offset"
+    );
+    // One replica does not answer with the history: it might hold more, so the link's age
+    // counts again and nobody qualifies.
+    assert_eq!(
+        case(with_report(link_down(replica(1, 0, "A", 100), 600), |r| {
+            r.replication_id = "own".into()
+        })),
+        None
+    );
+    assert_eq!(
+        case(with_report(link_down(replica(1, 0, "A", 100), 600), |r| {
+            r.master_sync_in_progress = true
+        })),
+        None
+    );
+    // No restart (the primary's own ID is the history): the link's age still counts.
+    let mut c = Case::new(vec![
+        dead(0),
+        link_down(replica(1, 0, "A", 100), 600),
+        link_down(replica(2, 0, "A", 90), 600),
+    ]);
+    c.failing_since = Some(t(95));
+    c.replid = "A";
+    c.synced = "A";
+    assert_eq!(candidate(&c.inputs()).map(|(m, _)| m.name.clone()), None);
+}
