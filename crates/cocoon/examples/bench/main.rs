@@ -350,6 +350,12 @@ fn table(figures: &[(String, Figures)], n: usize) -> Table {
             floor,
         );
         t.row(
+            &format!("{p}: then drained in"),
+            Unit::Seconds,
+            &col(|f| f.settled),
+            None,
+        );
+        t.row(
             &format!("{p}: API requests"),
             Unit::Count,
             &col(|f| f.total() as f64),
