@@ -117,10 +117,10 @@ impl Expectations {
 
     /// The pod watch showed `pod` (created, changed or deleted; `gone` for a deletion).
     pub fn observed(&self, pod: &Pod, gone: bool) {
-        if gone || pod.metadata.deletion_timestamp.is_some() {
-            if let Some(uid) = pod.uid() {
-                self.deleting().remove(&uid);
-            }
+        if (gone || pod.metadata.deletion_timestamp.is_some())
+            && let Some(uid) = pod.uid()
+        {
+            self.deleting().remove(&uid);
         }
         let (Some(set), Some(uid)) = (controller_uid(pod), pod.uid()) else {
             return;
