@@ -1,5 +1,6 @@
 //! What every reconcile of the cocoon operator gets: the client, the snapshot registry, an
-//! Event recorder, the operator's metrics, per-object back-off and the per-VM locks.
+//! Event recorder, the operator's metrics, per-object back-off, the per-VM locks and the
+//! bookkeeping that lets passes trust the watch caches ([`crate::cache`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +26,12 @@ pub struct Context {
     pub backoff: kit::reconcile::Backoff,
     /// Serialises work on one VM across CocoonHibernations.
     pub vm_locks: VmLocks,
+    /// Pods created and not yet shown by the pod cache, per set.
+    pub expectations: crate::cache::Expectations,
+    /// `:hibernate` tags confirmed present this round.
+    pub hibernate_tags: crate::cache::HibernateTags,
+    /// When each set's current transition started (progress reports may wait).
+    pub progress: crate::cocoonset::progress::ProgressClock,
 }
 
 impl Context {
@@ -41,6 +48,9 @@ impl Context {
             metrics,
             backoff: Default::default(),
             vm_locks: VmLocks::default(),
+            expectations: Default::default(),
+            hibernate_tags: Default::default(),
+            progress: Default::default(),
         }
     }
 }

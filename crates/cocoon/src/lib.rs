@@ -4,9 +4,11 @@
 //! - [`names`]: the label/annotation contract with vk-cocoon.
 //! - [`registry`]: the snapshot registry port (OCI distribution and epoch).
 //! - [`pods`]: pure pod builders and drift detection.
-//! - [`cocoonset`] and [`hibernation`]: the two controllers.
+//! - [`cocoonset`] and [`hibernation`]: the two controllers; [`cache`]: the watch caches they
+//!   read.
 //! - [`run`]: flags and the operator process.
 
+pub mod cache;
 pub mod cocoonset;
 pub mod context;
 pub mod crd;

@@ -198,18 +198,26 @@ pub async fn run_controllers(
         ..rc
     };
     let namespace = flags.watch_namespace.clone().filter(|n| !n.is_empty());
+    // One cache of CocoonHibernations, kept by their controller's watch, read by both.
+    let (crs, crs_writer) = crate::cache::hibernations();
     let sets = tokio::spawn(crate::cocoonset::run(
         ctx.clone(),
         rc.clone(),
         flags.cocoonset_concurrency,
         namespace.clone(),
+        crs.clone(),
     ));
     let settings = crate::hibernation::Settings {
         concurrency: flags.hibernation_concurrency,
         namespace,
         timeouts,
     };
-    let hibernations = tokio::spawn(crate::hibernation::run_with(ctx, rc.clone(), settings));
+    let hibernations = tokio::spawn(crate::hibernation::run_with(
+        ctx,
+        rc.clone(),
+        settings,
+        (crs, crs_writer),
+    ));
     let result =
         futures::future::try_join(async { sets.await? }, async { hibernations.await? }).await;
     if result.is_err() {

@@ -559,7 +559,7 @@ async fn node_name_migrates_the_main_through_a_snapshot() {
 #[tokio::test]
 async fn a_pass_with_a_stale_cache_never_drops_the_snapshot_being_migrated() {
     use cocoon::cocoonset::{Reconciler, reconcile};
-    use kube::runtime::{reflector, watcher};
+    use kube::runtime::watcher;
     use std::sync::Arc;
 
     let mut env = Env::start("cset-stale-tag").await;
@@ -588,10 +588,13 @@ async fn a_pass_with_a_stale_cache_never_drops_the_snapshot_being_migrated() {
     .await;
 
     // One pass that sees the set as it is but the main as it was before the flag.
-    let (pods, mut writer) = reflector::store::<Pod>();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    writer.apply_watcher_event(&watcher::Event::InitApply(stale));
-    writer.apply_watcher_event(&watcher::Event::InitDone);
+    let (pods, mut writer) = cocoon::cache::set_pods();
+    writer.apply(&watcher::Event::Init);
+    writer.apply(&watcher::Event::InitApply(stale));
+    writer.apply(&watcher::Event::InitDone);
+    let (crs, mut cr_writer) = cocoon::cache::hibernations();
+    cr_writer.apply(&watcher::Event::Init);
+    cr_writer.apply(&watcher::Event::InitDone);
     let registry = env
         .operator
         .flags()
@@ -603,6 +606,7 @@ async fn a_pass_with_a_stale_cache_never_drops_the_snapshot_being_migrated() {
     let r = Arc::new(Reconciler {
         ctx: Arc::new(ctx),
         pods,
+        crs,
     });
     let set = env.api::<CocoonSet>().get("demo").await.expect("set");
     reconcile(Arc::new(set), r).await.expect("the pass");

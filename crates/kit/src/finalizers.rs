@@ -23,12 +23,26 @@ pub async fn add<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
+    add_returning(api, obj, finalizer)
+        .await
+        .map(|o| o.is_some())
+}
+
+/// Like [`add`], returning the object as the write left it (`None` when nothing was written).
+pub async fn add_returning<K>(
+    api: &Api<K>,
+    obj: &K,
+    finalizer: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
     if has(obj, finalizer) {
-        return Ok(false);
+        return Ok(None);
     }
     let mut list = obj.finalizers().to_vec();
     list.push(finalizer.to_owned());
-    write(api, obj, list).await.map(|()| true)
+    write(api, obj, list).await.map(Some)
 }
 
 /// Removes `finalizer` from `obj` if present; returns whether it wrote.
@@ -47,11 +61,11 @@ where
         .collect();
     match write(api, obj, list).await {
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
-        other => other.map(|()| true),
+        other => other.map(|_| true),
     }
 }
 
-async fn write<K>(api: &Api<K>, obj: &K, finalizers: Vec<String>) -> Result<(), kube::Error>
+async fn write<K>(api: &Api<K>, obj: &K, finalizers: Vec<String>) -> Result<K, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
@@ -65,5 +79,4 @@ where
         &Patch::Merge(&body),
     )
     .await
-    .map(|_| ())
 }

@@ -57,6 +57,23 @@ where
     Ok(written.is_some())
 }
 
+/// Like [`patch_status_if_changed`], returning the object as the write left it (`None` when
+/// nothing was written): its resourceVersion tells a cache that has caught up with the write
+/// from one that has not.
+pub async fn write_status_if_changed<K>(
+    api: &Api<K>,
+    obj: &K,
+    desired: &K::Status,
+    field_manager: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + HasStatus + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+    K::Status: Serialize,
+{
+    write(api, obj, desired, field_manager, None).await
+}
+
 /// Patches `obj`'s status to `desired` if it [`differs`] from `obj`'s live status, only if the
 /// object's `resourceVersion` is still `obj`'s (see the module docs).
 ///

@@ -95,6 +95,20 @@ impl RegistryServer {
             .count() as u64
     }
 
+    /// Requests served so far (readiness probes left out), counted by [`access_key`]:
+    /// `"<client> <METHOD> <kind> <status>"`, e.g. `"flotilla-cocoon HEAD manifests 404"`.
+    pub fn requests_by(&self) -> std::collections::BTreeMap<String, u64> {
+        let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
+        let mut out = std::collections::BTreeMap::new();
+        for line in log
+            .lines()
+            .filter(|l| l.starts_with("127.") && !l.contains(PROBE_AGENT))
+        {
+            *out.entry(access_key(line)).or_insert(0) += 1;
+        }
+        out
+    }
+
     async fn launch(auth: Option<(&str, &str)>, ip: std::net::Ipv4Addr) -> anyhow::Result<Self> {
         ensure!(
             Path::new(REGISTRY_BINARY).exists(),
@@ -203,6 +217,44 @@ fn render_config(dir: &Path, ip: std::net::Ipv4Addr, port: u16, basic_auth: bool
         ));
     }
     config
+}
+
+/// The key of one access-log line (combined log format: `ip - - [date] "METHOD path proto"
+/// status size "referer" "agent"`): the agent's product name (`-` when it sent none), the
+/// method, the kind of path (`manifests`, `blobs`, `uploads`, `base` for `/v2/`, `other`) and
+/// the status code.
+pub fn access_key(line: &str) -> String {
+    let quoted: Vec<&str> = line.split('"').collect();
+    let request: Vec<&str> = quoted
+        .get(1)
+        .copied()
+        .unwrap_or_default()
+        .split(' ')
+        .collect();
+    let method = request.first().copied().unwrap_or("?");
+    let path = request.get(1).copied().unwrap_or_default();
+    let status = quoted
+        .get(2)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or("?");
+    let agent = quoted
+        .get(5)
+        .map(|a| a.split(['/', ' ']).next().unwrap_or_default())
+        .filter(|a| !a.is_empty())
+        .unwrap_or("-");
+    let path = path.split('?').next().unwrap_or_default();
+    let kind = if path.trim_end_matches('/') == "/v2" {
+        "base"
+    } else if path.contains("/blobs/uploads") {
+        "uploads"
+    } else if path.contains("/blobs/") {
+        "blobs"
+    } else if path.contains("/manifests/") {
+        "manifests"
+    } else {
+        "other"
+    };
+    format!("{agent} {method} {kind} {status}")
 }
 
 /// `sha256:<hex>` of `bytes`.
@@ -353,6 +405,16 @@ pub async fn tag_exists(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn access_lines_are_keyed_by_agent_method_kind_and_status() {
+        let line = r#"127.0.0.1 - - [26/Nov/2026:22:00:00 +0000] "HEAD /v2/vk-a/manifests/hibernate HTTP/1.1" 404 96 "" "flotilla-cocoon/0.1.0""#;
+        assert_eq!(access_key(line), "flotilla-cocoon HEAD manifests 404");
+        let line = r#"127.0.0.1 - - [26/Nov/2026:22:00:00 +0000] "PUT /v2/vk-a/blobs/uploads/u?digest=sha256:1 HTTP/1.1" 201 0 "" """#;
+        assert_eq!(access_key(line), "- PUT uploads 201");
+        let line = r#"127.0.0.1 - - [26/Nov/2026:22:00:00 +0000] "GET /v2/ HTTP/1.1" 200 2 "" "x""#;
+        assert_eq!(access_key(line), "x GET base 200");
+    }
 
     #[tokio::test]
     async fn push_then_pull_round_trips_and_requests_are_counted() {

@@ -37,22 +37,19 @@ pub const HISTORY_RESET: Duration = Duration::from_secs(600);
 /// Sub-agent pods created at once.
 const CREATE_CONCURRENCY: usize = 8;
 
-/// Stamps the set's generation on every owned pod whose stamp differs (name order).
-pub async fn stamp_generation(pass: &mut Pass<'_>) -> Result<(), Error> {
+/// Queues the set's generation stamp for every owned pod whose stamp differs: it rides along
+/// with the pod's next annotation patch of this pass (the hibernate flag of a suspend or
+/// unsuspend), or goes alone when the pass ends ([`Pass::flush_stamps`]).
+pub fn stamp_generation(pass: &Pass<'_>) {
     let generation = pass.generation().to_string();
-    let mut stale: Vec<String> = pass
+    for pod in pass
         .pods
         .all
         .iter()
         .filter(|p| state::annotation(p, names::ANN_GENERATION) != Some(generation.as_str()))
-        .map(|p| p.name_any())
-        .collect();
-    stale.sort();
-    for pod in stale {
-        pass.annotate_pod(&pod, &[(names::ANN_GENERATION, Some(&generation))])
-            .await?;
+    {
+        pass.stamp_later(&pod.name_any(), generation.clone());
     }
-    Ok(())
 }
 
 /// Removes the hibernate key from every pod that carries it and no CocoonHibernation holds.
@@ -67,8 +64,7 @@ pub async fn unsuspend(pass: &mut Pass<'_>) -> Result<(), Error> {
     if flagged.is_empty() {
         return Ok(());
     }
-    let holds = pass.hibernation_holds().await?;
-    for pod in flagged.iter().filter(|p| !holds.contains(p)) {
+    for pod in flagged.iter().filter(|p| !pass.held_by_cr(p)) {
         pass.annotate_pod(pod, &[(names::ANN_HIBERNATE, None)])
             .await?;
     }
@@ -105,7 +101,7 @@ pub async fn ensure_main(pass: &mut Pass<'_>) -> Result<Step, Error> {
 /// Whether a pod about to be built must restore from `:hibernate`: a CocoonHibernation says
 /// its VM is hibernated (or waking) and the tag exists. Registry errors fail closed.
 pub async fn restore_wanted(pass: &mut Pass<'_>, pod: &Pod) -> Result<bool, Error> {
-    if !pass.restore_intent(&pod.name_any()).await? {
+    if !pass.restore_intent(&pod.name_any()) {
         return Ok(false);
     }
     let vm = state::vm_name(pod).unwrap_or_default().to_owned();
@@ -228,6 +224,7 @@ async fn save_history(
     let value = history.to_annotation(replicas);
     pass.annotate_set(&[(names::ANN_REBUILD_HISTORY, Some(&value))])
         .await
+        .map(|_| ())
 }
 
 async fn dead_letter(pass: &Pass<'_>, slot: i32, pod: &Pod) -> Result<(), Error> {

@@ -2,12 +2,15 @@
 //!
 //! Contract:
 //! 1. The VM names to clean up are stashed on the set first (status ∪ earlier stash ∪ live
-//!    pods), so they survive the pods and an operator restart.
+//!    pods), so they survive the pods and an operator restart; when the status and an
+//!    earlier stash already name every pod's VM, nothing is written.
 //! 2. Every owned pod is deleted; vk-cocoon pushes `:latest` while it tears a VM down (inside
 //!    DeletePod, before it releases the pod), so tags are collected only once every owned pod
 //!    is gone, terminating ones included (as upstream): a pod still terminating may still be
 //!    pushing. The pass waits on the pod watch (every pod deletion triggers it) with a 5 s
-//!    backstop.
+//!    backstop. The owned pods come from the pod cache, unless a pod this operator created
+//!    for the set has not shown up in it yet ([`crate::cache::Expectations`]): then from the
+//!    API server, so a pod the cache lags on is never missed.
 //! 3. Per VM: `:hibernate` is deleted. `:latest` is kept for the VMs the snapshot policy
 //!    snapshots (`always`: every VM; `main-only`: slot 0), which is what the policy is for;
 //!    for the others it is deleted only if present, so no delete is ever issued for a tag
@@ -15,7 +18,8 @@
 //!    still collected.
 //! 4. Registry errors do not block deletion: each is logged and reported as a Warning Event
 //!    (`RegistryCleanupFailed`) naming the tags that may have leaked.
-//! 5. The finalizer is removed.
+//! 5. The finalizer is removed, with the version of the set the pass has (a 409 re-reads it
+//!    once).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -26,7 +30,8 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use super::pass::Pass;
-use super::{Error, POLL};
+use super::{Error, POLL, Reconciler};
+use crate::cache::SetPods;
 use crate::context::Context;
 use crate::crd::{CocoonSet, SnapshotPolicy};
 use crate::names::{self, VmRole};
@@ -34,42 +39,66 @@ use crate::pods::classify::{classify, controlled_by};
 use crate::pods::state;
 
 /// Runs the deletion steps; `Done` once the finalizer is gone.
-pub async fn finalize(ctx: &Context, set: Arc<CocoonSet>) -> Result<Outcome, Error> {
+pub async fn finalize(
+    ctx: &Context,
+    r: &Reconciler,
+    set: Arc<CocoonSet>,
+) -> Result<Outcome, Error> {
     if !set
         .finalizers()
         .iter()
         .any(|f| f == names::COCOONSET_FINALIZER)
     {
+        let uid = set.metadata.uid.as_deref().unwrap_or_default();
+        ctx.expectations.forget(uid);
+        ctx.progress.settled(uid);
         return Ok(Outcome::Done);
     }
     let empty = classify(&set, Vec::new());
-    let pass = Pass::new(ctx, set.clone(), empty);
-    let owned = owned_pods(&pass).await?;
-    let vms = stash_vm_names(&pass, &owned).await?;
+    let pass = Pass::new(ctx, set.clone(), empty, r.crs.clone());
+    let owned = owned_pods(&pass, &r.pods).await?;
+    let stashed = stash_vm_names(&pass, &owned).await?;
     for pod in owned
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| ctx.expectations.delete_once(p))
     {
-        pass.delete_pod(&pod.name_any()).await?;
+        if let Err(e) = pass.delete_pod(&pod.name_any()).await {
+            ctx.expectations.delete_failed(pod);
+            return Err(e);
+        }
     }
-    let remaining = owned_pods(&pass).await?;
-    if !remaining.is_empty() {
-        let pods: Vec<String> = remaining.iter().map(ResourceExt::name_any).collect();
+    if !owned.is_empty() {
+        // Every pod's deletion (and its final removal) comes back through the pod watch and
+        // triggers the next pass; the poll is a backstop.
+        let pods: Vec<String> = owned.iter().map(ResourceExt::name_any).collect();
         tracing::info!(
             ?pods,
             "waiting for the pods to be gone before collecting registry tags"
         );
         return Ok(Outcome::RequeueAfter(POLL));
     }
-    collect_tags(&pass, &vms).await;
-    remove_finalizer(ctx, &set).await?;
+    collect_tags(&pass, &stashed.vms).await;
+    remove_finalizer(ctx, stashed.set.as_ref().unwrap_or(&set)).await?;
+    ctx.expectations.forget(pass.uid());
+    ctx.progress.settled(pass.uid());
     Ok(Outcome::Done)
 }
 
-/// Every pod the set controls, straight from the API server, terminating ones included.
-async fn owned_pods(pass: &Pass<'_>) -> Result<Vec<Pod>, Error> {
-    let pods = pass.list_pods().await?;
-    Ok(owned(&pass.set, pods))
+/// Every pod the set controls, terminating ones included: from the cache once it has shown
+/// every pod the set's passes created ([`crate::cache::Expectations`]), else from the API
+/// server.
+async fn owned_pods(pass: &Pass<'_>, cache: &SetPods) -> Result<Vec<Pod>, Error> {
+    let key = (pass.namespace().to_owned(), pass.name());
+    let cached = cache.get(&key);
+    let expectations = &pass.ctx.expectations;
+    if !expectations.pending(pass.uid(), &cached) {
+        let pods = cached.iter().map(|p| (**p).clone()).collect();
+        return Ok(owned(&pass.set, pods));
+    }
+    let listed = pass.list_pods().await?;
+    expectations.reset_from_list(pass.uid(), &listed, &cached);
+    Ok(owned(&pass.set, listed))
 }
 
 /// The pods of `pods` that `set` controls, whether terminating or not (unlike
@@ -79,7 +108,13 @@ pub fn owned(set: &CocoonSet, pods: Vec<Pod>) -> Vec<Pod> {
     pods.into_iter().filter(|p| controlled_by(p, uid)).collect()
 }
 
-async fn stash_vm_names(pass: &Pass<'_>, owned: &[Pod]) -> Result<BTreeSet<String>, Error> {
+/// The VM names to clean up, and the set as the stash's patch returned it (when it wrote).
+struct Stashed {
+    vms: BTreeSet<String>,
+    set: Option<CocoonSet>,
+}
+
+async fn stash_vm_names(pass: &Pass<'_>, owned: &[Pod]) -> Result<Stashed, Error> {
     let existing = pass
         .set_annotation(names::ANN_DELETE_VM_NAMES)
         .unwrap_or_default()
@@ -93,14 +128,20 @@ async fn stash_vm_names(pass: &Pass<'_>, owned: &[Pod]) -> Result<BTreeSet<Strin
         vms.extend(status.agents.iter().map(|a| a.vm_name.clone()));
         vms.extend(status.toolboxes.iter().map(|t| t.vm_name.clone()));
     }
+    // What the set already records (its status is no longer written once it is deleting)
+    // survives a restart; only names the pods add need the stash.
+    let recorded = vms.clone();
     vms.extend(owned.iter().filter_map(state::vm_name).map(str::to_owned));
     vms.remove("");
     let joined = vms.iter().cloned().collect::<Vec<_>>().join(",");
-    if joined != existing {
-        pass.annotate_set(&[(names::ANN_DELETE_VM_NAMES, Some(&joined))])
-            .await?;
+    let mut set = None;
+    if !vms.iter().all(|vm| recorded.contains(vm)) {
+        set = Some(
+            pass.annotate_set(&[(names::ANN_DELETE_VM_NAMES, Some(&joined))])
+                .await?,
+        );
     }
-    Ok(vms)
+    Ok(Stashed { vms, set })
 }
 
 /// Whether vk-cocoon pushes `:latest` for `vm` under `policy`.
@@ -142,11 +183,19 @@ async fn collect_tags(pass: &Pass<'_>, vms: &BTreeSet<String>) {
     }
 }
 
+/// Removes the finalizer with the set as this pass knows it (the cache's, or the stash's
+/// answer); when that is not the latest version (409), once more against a fresh read.
 async fn remove_finalizer(ctx: &Context, set: &CocoonSet) -> Result<(), Error> {
     let api: Api<CocoonSet> =
         Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
-    // Read it again: this pass's own stash of VM names changed its resourceVersion, and the
-    // removal is optimistic on the object it is given.
+    match kit::finalizers::remove(&api, set, names::COCOONSET_FINALIZER).await {
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        other => {
+            return other
+                .map(|_| ())
+                .map_err(|source| Error::PatchSet { source });
+        }
+    }
     let fresh = api
         .get_opt(&set.name_any())
         .await

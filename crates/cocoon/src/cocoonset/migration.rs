@@ -147,9 +147,9 @@ pub async fn migrate_main(pass: &mut Pass<'_>) -> Result<Step, Error> {
     let mut facts = facts(pass);
     let engaged = facts.target.is_some() || facts.migrating;
     if engaged && facts.main.as_ref().is_some_and(|m| m.flagged) {
-        let held = pass.hibernation_holds().await?;
+        let held = pass.held_by_cr(&format!("{}-0", pass.name()));
         if let Some(m) = facts.main.as_mut() {
-            m.held_by_cr = held.contains(&format!("{}-0", pass.name()));
+            m.held_by_cr = held;
         }
     }
     if before_probe(&facts) == Action::NotEngaged {

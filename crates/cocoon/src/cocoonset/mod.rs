@@ -9,13 +9,17 @@
 //! `ensure_sub_agents` + `ensure_toolboxes` → `write_status`.
 //! Expected waits are requeues (5 s while the main starts, suspend/migration/wake polls);
 //! registry errors are errors (per-object back-off) wherever the reference says fail closed.
-//! A converged pass makes no write at all.
+//! A converged pass makes no write at all. After start-up a pass reads only watch caches
+//! (pods by set, CocoonHibernations by pod, [`crate::cache`]); the API server is asked only
+//! where the reference asks it (a released main's liveness, a colliding toolbox name) or
+//! while a deleted set's cache may still miss a pod it created.
 
 mod agents;
 mod delete;
 mod failure;
 mod migration;
 pub mod pass;
+pub mod progress;
 mod suspend;
 mod toolboxes;
 mod wake;
@@ -23,16 +27,17 @@ mod wake;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kit::controller::{ControllerSettings, RunContext, run_controller};
 use kit::reconcile::{Outcome, ReconcileError};
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 
+use crate::cache::{Hibernations, SetPods};
 use crate::context::Context;
 use crate::crd::CocoonSet;
 use crate::names;
@@ -160,12 +165,14 @@ impl ReconcileError for Error {
     }
 }
 
-/// What [`reconcile`] gets: the shared context and the pod cache.
+/// What [`reconcile`] gets: the shared context and the watch caches.
 pub struct Reconciler {
     /// The operator context.
     pub ctx: Arc<Context>,
-    /// Pods labelled with a set name.
-    pub pods: Store<Pod>,
+    /// Pods labelled with a set name, by set.
+    pub pods: SetPods,
+    /// CocoonHibernations, by the pod they name.
+    pub crs: Hibernations,
 }
 
 /// A step's verdict: go on to the next step, or end the pass with this outcome.
@@ -174,8 +181,18 @@ pub type Step = Option<Outcome>;
 /// One reconcile pass of `set` (see the module docs).
 pub async fn reconcile(set: Arc<CocoonSet>, r: Arc<Reconciler>) -> Result<Action, Error> {
     let ctx = &r.ctx;
+    // Reads must come from complete caches, or a pod could be missed (and built twice). A
+    // bounded wait: a watch that cannot list (RBAC, API down) fails the pass with back-off
+    // instead of holding a worker, and shutdown, forever.
+    let ready = async {
+        r.pods.store().wait_until_ready().await?;
+        r.crs.store().wait_until_ready().await
+    };
+    if !matches!(tokio::time::timeout(CACHE_WAIT, ready).await, Ok(Ok(()))) {
+        return Err(Error::CacheNotReady);
+    }
     if set.meta().deletion_timestamp.is_some() {
-        let outcome = delete::finalize(ctx, set.clone()).await?;
+        let outcome = delete::finalize(ctx, &r, set.clone()).await?;
         if outcome == Outcome::Done {
             ctx.backoff.forget(&*set);
         }
@@ -189,18 +206,16 @@ pub async fn reconcile(set: Arc<CocoonSet>, r: Arc<Reconciler>) -> Result<Action
         add_finalizer(ctx, &set).await?;
         return Ok(Action::requeue(AGAIN));
     }
-    // Reads must come from a complete cache, or a pod could be missed (and built twice). A
-    // bounded wait: a watch that cannot list (RBAC, API down) fails the pass with back-off
-    // instead of holding a worker, and shutdown, forever.
-    if tokio::time::timeout(CACHE_WAIT, r.pods.wait_until_ready())
-        .await
-        .is_err()
-    {
-        return Err(Error::CacheNotReady);
-    }
     let pods = classify(&set, cached_pods(&r.pods, &set));
-    let mut pass = Pass::new(ctx, set.clone(), pods);
-    let outcome = steps(&mut pass).await?;
+    let mut pass = Pass::new(ctx, set.clone(), pods, r.crs.clone());
+    let outcome = steps(&mut pass).await;
+    // The generation stamps no other patch of this pass carried.
+    let flushed = pass.flush_stamps().await;
+    let mut outcome = outcome?;
+    flushed?;
+    if let Some(due) = pass.deferred() {
+        outcome = outcome.sooner(Outcome::RequeueAfter(due));
+    }
     Ok(ctx.backoff.succeeded(&*set, outcome))
 }
 
@@ -211,7 +226,7 @@ async fn steps(pass: &mut Pass<'_>) -> Result<Outcome, Error> {
         let e = Error::InvalidSpec("spec.agent.image is required (the set has no spec)".into());
         return toolboxes::report(pass, e).await;
     }
-    agents::stamp_generation(pass).await?;
+    agents::stamp_generation(pass);
     if let Some(out) = failure::handle_failed_main(pass).await? {
         return Ok(out);
     }
@@ -249,15 +264,10 @@ async fn add_finalizer(ctx: &Context, set: &CocoonSet) -> Result<(), Error> {
         .map_err(|source| Error::PatchSet { source })
 }
 
-fn cached_pods(store: &Store<Pod>, set: &CocoonSet) -> Vec<Pod> {
-    let (ns, name) = (set.namespace(), set.name_any());
-    store
-        .state()
-        .iter()
-        .filter(|p| p.namespace() == ns)
-        .filter(|p| p.labels().get(names::LABEL_SET) == Some(&name))
-        .map(|p| (**p).clone())
-        .collect()
+/// The set's pods from the cache (terminating ones included; `classify` leaves them out).
+pub fn cached_pods(pods: &SetPods, set: &CocoonSet) -> Vec<Pod> {
+    let key = (set.namespace().unwrap_or_default(), set.name_any());
+    pods.get(&key).iter().map(|p| (**p).clone()).collect()
 }
 
 /// Retry policy: transient errors back off per object, permanent ones wait for a change.
@@ -320,33 +330,46 @@ fn set_fingerprint(set: &CocoonSet) -> Option<u64> {
 }
 
 /// Runs the CocoonSet controller until `rc.shutdown` is cancelled, over `namespace` only
-/// (cluster-wide when `None`).
+/// (cluster-wide when `None`), reading CocoonHibernations from `crs` (kept by their
+/// controller's watch).
 pub async fn run(
     ctx: Arc<Context>,
     rc: RunContext,
     concurrency: usize,
     namespace: Option<String>,
+    crs: Hibernations,
 ) -> anyhow::Result<()> {
     let client = &ctx.client;
     let sets: Api<CocoonSet> = kit::events::scoped(client, namespace.as_deref());
     let (set_store, set_writer) = reflector::store();
     let set_events = reflector::reflector(
         set_writer,
-        watcher(sets, watcher::Config::default()).default_backoff(),
+        watcher(sets, watcher::Config::default())
+            .default_backoff()
+            .modify(|s| s.managed_fields_mut().clear()),
     )
     .applied_objects()
     .predicate_filter(set_fingerprint, Default::default());
     let pods: Api<Pod> = kit::events::scoped(client, namespace.as_deref());
-    let (pod_store, pod_writer) = reflector::store();
+    let (pod_store, pod_writer) = crate::cache::set_pods();
     let pod_stream = watcher(pods, watcher::Config::default().labels(names::LABEL_SET))
         .default_backoff()
-        .modify(|p| p.managed_fields_mut().clear());
-    let pod_events = relevant_pod_changes(reflector::reflector(pod_writer, pod_stream));
+        .modify(crate::cache::strip_pod);
+    let seen = ctx.clone();
+    let pod_stream = kit::index::reflect(pod_writer, pod_stream).inspect_ok(move |e| match e {
+        watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+            seen.expectations.observed(p, false);
+        }
+        watcher::Event::Delete(p) => seen.expectations.observed(p, true),
+        watcher::Event::Init | watcher::Event::InitDone => {}
+    });
+    let pod_events = relevant_pod_changes(pod_stream);
     let controller =
         Controller::for_stream(set_events.boxed(), set_store).owns_stream(pod_events.boxed());
     let reconciler = Arc::new(Reconciler {
         ctx,
         pods: pod_store,
+        crs,
     });
     let mut settings = ControllerSettings::new(CONTROLLER);
     settings.max_concurrent_reconciles = concurrency;

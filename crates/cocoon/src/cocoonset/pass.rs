@@ -4,11 +4,13 @@
 //! (deterministic names: AlreadyExists and NotFound are reported, not failed), annotation
 //! patches are JSON merge patches that touch only the keys named (a `null` deletes a key, so
 //! "unsuspend" really removes `vm.cocoonstack.io/hibernate`), and status goes through
-//! `kit::status::patch_status_if_changed`, so a pass with nothing to do writes nothing.
+//! `kit::status::patch_status_if_changed`, so a pass with nothing to do writes nothing; a
+//! young transition's progress report may wait ([`super::progress`]).
 //! Registry calls are wrapped so every error names the VM and tag.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -16,7 +18,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::Error;
+use super::{Error, progress};
+use crate::cache::Hibernations;
 use crate::context::Context;
 use crate::crd::{CocoonHibernation, CocoonSet, CocoonSetPhase, HibernationPhase};
 use crate::names;
@@ -43,12 +46,16 @@ pub struct Pass<'a> {
     pods_api: Api<Pod>,
     sets_api: Api<CocoonSet>,
     namespace: String,
-    hibernations: Option<Vec<CocoonHibernation>>,
+    crs: Hibernations,
+    /// Pods that still need this set's generation stamp: it rides along with the next
+    /// annotation patch of the pod, or goes alone at the end of the pass ([`Pass::flush_stamps`]).
+    stamps: std::sync::Mutex<BTreeMap<String, String>>,
+    deferred: std::sync::Mutex<Option<Duration>>,
 }
 
 impl<'a> Pass<'a> {
-    /// A pass over `set` that observed `pods`.
-    pub fn new(ctx: &'a Context, set: Arc<CocoonSet>, pods: Classified) -> Self {
+    /// A pass over `set` that observed `pods`, reading CocoonHibernations from `crs`.
+    pub fn new(ctx: &'a Context, set: Arc<CocoonSet>, pods: Classified, crs: Hibernations) -> Self {
         let namespace = set.namespace().unwrap_or_default();
         Self {
             pods_api: Api::namespaced(ctx.client.clone(), &namespace),
@@ -57,8 +64,20 @@ impl<'a> Pass<'a> {
             set,
             pods,
             namespace,
-            hibernations: None,
+            crs,
+            stamps: Default::default(),
+            deferred: Default::default(),
         }
+    }
+
+    /// When a progress report this pass held back is due ([`super::progress`]).
+    pub fn deferred(&self) -> Option<Duration> {
+        *self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The set's uid.
+    pub fn uid(&self) -> &str {
+        self.set.metadata.uid.as_deref().unwrap_or_default()
     }
 
     /// The set's namespace.
@@ -98,7 +117,10 @@ impl<'a> Pass<'a> {
     /// Creates `pod`.
     pub async fn create_pod(&self, pod: &Pod) -> Result<Created, Error> {
         match self.pods_api.create(&PostParams::default(), pod).await {
-            Ok(_) => Ok(Created::Yes),
+            Ok(created) => {
+                self.ctx.expectations.created(self.uid(), &created);
+                Ok(Created::Yes)
+            }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(Created::AlreadyExists),
             Err(source) => Err(Error::CreatePod {
                 pod: pod.name_any(),
@@ -109,6 +131,7 @@ impl<'a> Pass<'a> {
 
     /// Deletes pod `name`; a pod already gone counts as deleted.
     pub async fn delete_pod(&self, name: &str) -> Result<(), Error> {
+        self.stamps().remove(name);
         match self.pods_api.delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
@@ -119,13 +142,39 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Sets (`Some`) or removes (`None`) annotations of pod `name` with one merge patch.
+    /// Queues this set's generation stamp for pod `name` (see [`Pass::flush_stamps`]).
+    pub fn stamp_later(&self, name: &str, generation: String) {
+        self.stamps().insert(name.to_owned(), generation);
+    }
+
+    fn stamps(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.stamps
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes the stamps no other patch carried, one patch per pod (name order).
+    pub async fn flush_stamps(&self) -> Result<(), Error> {
+        loop {
+            let next = self.stamps().keys().next().cloned();
+            let Some(name) = next else { return Ok(()) };
+            self.annotate_pod(&name, &[]).await?;
+        }
+    }
+
+    /// Sets (`Some`) or removes (`None`) annotations of pod `name` with one merge patch, the
+    /// pod's queued generation stamp included.
     pub async fn annotate_pod(
         &self,
         name: &str,
         changes: &[(&str, Option<&str>)],
     ) -> Result<(), Error> {
-        let patch = annotation_patch(changes);
+        let stamp = self.stamps().remove(name);
+        let mut changes = changes.to_vec();
+        if let Some(generation) = stamp.as_deref() {
+            changes.push((names::ANN_GENERATION, Some(generation)));
+        }
+        let patch = annotation_patch(&changes);
         let params = PatchParams::default();
         match self
             .pods_api
@@ -142,13 +191,13 @@ impl<'a> Pass<'a> {
     }
 
     /// Sets or removes operator-private annotations on the set itself.
-    pub async fn annotate_set(&self, changes: &[(&str, Option<&str>)]) -> Result<(), Error> {
+    /// Returns the set as the patch left it.
+    pub async fn annotate_set(&self, changes: &[(&str, Option<&str>)]) -> Result<CocoonSet, Error> {
         let patch = annotation_patch(changes);
         let params = PatchParams::default();
         self.sets_api
             .patch(&self.name(), &params, &Patch::Merge(&patch))
             .await
-            .map(|_| ())
             .map_err(|source| Error::PatchSet { source })
     }
 
@@ -165,7 +214,8 @@ impl<'a> Pass<'a> {
         Ok(pod.filter(|p| p.metadata.deletion_timestamp.is_none()))
     }
 
-    /// Lists the set's pods from the API (deletion needs the truth, not the cache).
+    /// Lists the set's pods from the API (a deleted set whose cache may still miss a pod it
+    /// created, see [`crate::cache::Expectations`]).
     pub async fn list_pods(&self) -> Result<Vec<Pod>, Error> {
         let lp = ListParams::default().labels(&format!("{}={}", names::LABEL_SET, self.name()));
         self.pods_api
@@ -175,42 +225,28 @@ impl<'a> Pass<'a> {
             .map_err(|source| Error::ListPods { source })
     }
 
-    /// The namespace's CocoonHibernations: listed at most once per pass, and only when a
-    /// step needs them (a pod to build, a flagged pod to wake), so steady state lists none.
-    async fn hibernations(&mut self) -> Result<&[CocoonHibernation], Error> {
-        if self.hibernations.is_none() {
-            let api: Api<CocoonHibernation> =
-                Api::namespaced(self.ctx.client.clone(), &self.namespace);
-            let list = api
-                .list(&ListParams::default())
-                .await
-                .map_err(|source| Error::ListHibernations { source })?;
-            self.hibernations = Some(list.items);
-        }
-        Ok(self.hibernations.as_deref().unwrap_or_default())
+    /// The CocoonHibernations naming pod `pod` of this namespace, from the watch cache.
+    fn hibernations_of(&self, pod: &str) -> Vec<Arc<CocoonHibernation>> {
+        self.crs.get(&(self.namespace.clone(), pod.to_owned()))
     }
 
     /// Whether a CocoonHibernation in `Hibernated` or `Waking` names `pod` (restore intent).
-    pub async fn restore_intent(&mut self, pod: &str) -> Result<bool, Error> {
-        let crs = self.hibernations().await?;
-        Ok(crs.iter().any(|cr| {
-            cr.spec.pod_ref.name == pod
-                && matches!(
-                    cr.status.as_ref().and_then(|s| s.phase),
-                    Some(HibernationPhase::Hibernated | HibernationPhase::Waking)
-                )
-        }))
+    pub fn restore_intent(&self, pod: &str) -> bool {
+        self.hibernations_of(pod).iter().any(|cr| {
+            matches!(
+                cr.status.as_ref().and_then(|s| s.phase),
+                Some(HibernationPhase::Hibernated | HibernationPhase::Waking)
+            )
+        })
     }
 
-    /// Pods named by a CocoonHibernation that wants them hibernated (desire Hibernate, or
-    /// still Hibernating): unsuspend must leave them alone.
-    pub async fn hibernation_holds(&mut self) -> Result<Vec<String>, Error> {
-        let crs = self.hibernations().await?;
-        let holds = crs.iter().filter(|cr| {
+    /// Whether a CocoonHibernation wants `pod` hibernated (desire Hibernate, or still
+    /// Hibernating): unsuspend and migration must leave its flag alone.
+    pub fn held_by_cr(&self, pod: &str) -> bool {
+        self.hibernations_of(pod).iter().any(|cr| {
             cr.spec.desire == crate::crd::Desire::Hibernate
                 || cr.status.as_ref().and_then(|s| s.phase) == Some(HibernationPhase::Hibernating)
-        });
-        Ok(holds.map(|cr| cr.spec.pod_ref.name.clone()).collect())
+        })
     }
 
     /// Whether `<vm>:<tag>` is in the registry.
@@ -257,6 +293,9 @@ impl<'a> Pass<'a> {
 
     /// Deletes `<vm>:<tag>` from the registry (absent is fine).
     pub async fn drop_tag(&self, vm: &str, tag: &str) -> Result<(), Error> {
+        if tag == names::TAG_HIBERNATE {
+            self.ctx.hibernate_tags.forget(vm);
+        }
         self.ctx
             .registry
             .delete_manifest(vm, tag)
@@ -282,6 +321,19 @@ impl<'a> Pass<'a> {
     ) -> Result<(), Error> {
         let now = Timestamp::now();
         let mut status = crate::pods::status::compute(&self.set, &self.pods, phase, now);
+        let arrived = status.phase.unwrap_or(CocoonSetPhase::Pending);
+        if !progress::transitional(arrived) {
+            self.ctx.progress.settled(self.uid());
+        } else if note.is_none() {
+            let generation = self.generation();
+            let age = self.ctx.progress.age(self.uid(), generation);
+            let observed = self.set.status.as_ref().and_then(|s| s.observed_generation);
+            if let Some(wait) = progress::defer(arrived, false, observed, generation, age) {
+                let mut deferred = self.deferred.lock().unwrap_or_else(PoisonError::into_inner);
+                *deferred = Some(deferred.map_or(wait, |d| d.min(wait)));
+                return Ok(());
+            }
+        }
         if let Some((reason, message)) = note {
             let ready = kit::conditions::Desired::new("Ready", false, reason, message)
                 .observed(self.set.meta().generation);

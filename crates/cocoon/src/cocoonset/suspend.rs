@@ -6,7 +6,9 @@
 //!   hibernated for the current generation: vk-cocoon's lifecycle state `hibernated` with an
 //!   observed generation at least the set's, AND `<vm>:hibernate` present in the registry. A
 //!   tag alone proves nothing (it may be left from an earlier round). A registry error is an
-//!   error (back-off), never a verdict. Until then: `Suspending`, look again in 5 s.
+//!   error (back-off), never a verdict. Until then: `Suspending`, look again in 5 s. The
+//!   registry is asked only once every VM's lifecycle says hibernated, and once per VM per
+//!   round (a confirmed tag is remembered until this operator deletes it).
 //! - No pod is created while suspended. (Upstream creates a missing main just to hibernate
 //!   it, which can fresh-boot a VM and push a snapshot of nothing; here a missing main stays
 //!   missing and unsuspend restores it from its tag, see `wake`.)
@@ -65,9 +67,13 @@ async fn flag_all(pass: &Pass<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether every VM that can hibernate has, for this generation, with its tag present.
+/// Whether every VM that can hibernate has, for this generation, with its tag present. The
+/// lifecycle of every VM is checked before any registry probe, and a tag confirmed for the
+/// same pod and generation is not probed again (`Context::hibernate_tags`), so a round costs
+/// one probe per VM however many passes it takes.
 pub async fn all_hibernated(pass: &Pass<'_>) -> Result<bool, Error> {
     let generation = pass.generation();
+    let mut vms = Vec::new();
     for pod in pass.pods.all.iter().filter(|p| must_hibernate(p)) {
         let Some(vm) = state::vm_name(pod) else {
             return Ok(false);
@@ -75,9 +81,17 @@ pub async fn all_hibernated(pass: &Pass<'_>) -> Result<bool, Error> {
         if !state::hibernated_for(pod, generation) {
             return Ok(false);
         }
+        vms.push((vm, pod.uid().unwrap_or_default()));
+    }
+    let tags = &pass.ctx.hibernate_tags;
+    for (vm, uid) in vms {
+        if tags.confirmed(vm, &uid, generation) {
+            continue;
+        }
         if !pass.has_tag(vm, names::TAG_HIBERNATE).await? {
             return Ok(false);
         }
+        tags.record(vm, &uid, generation);
     }
     Ok(true)
 }

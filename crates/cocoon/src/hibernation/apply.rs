@@ -54,12 +54,12 @@ impl ApplyError {
     }
 }
 
-/// Adds the finalizer unless present; returns whether it wrote.
+/// Adds the finalizer unless present; returns the CR as written (`None`: nothing to write).
 pub async fn ensure_finalizer(
     api: &Api<CocoonHibernation>,
     cr: &CocoonHibernation,
-) -> Result<bool, ApplyError> {
-    kit::finalizers::add(api, cr, names::HIBERNATION_FINALIZER)
+) -> Result<Option<CocoonHibernation>, ApplyError> {
+    kit::finalizers::add_returning(api, cr, names::HIBERNATION_FINALIZER)
         .await
         .map_err(|source| finalizer_error(cr, source))
 }
@@ -126,6 +126,7 @@ pub async fn hibernate_annotation(
 
 /// Deletes `<vm>:hibernate`; an error is logged and reported, never returned.
 pub async fn drop_tag(ctx: &Context, cr: &CocoonHibernation, vm: &str) {
+    ctx.hibernate_tags.forget(vm);
     let Err(e) = ctx.registry.delete_manifest(vm, names::TAG_HIBERNATE).await else {
         tracing::info!(vm, "dropped the hibernation snapshot tag");
         return;

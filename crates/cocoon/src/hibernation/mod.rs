@@ -1,7 +1,7 @@
 //! The CocoonHibernation controller: hibernate or wake the VM behind one pod.
 //!
 //! Contract of [`reconcile`], one pass as named steps:
-//! `read_fresh → (deleting: delete::finalize) → ensure_finalizer → read_pod →
+//! `read_current → (deleting: delete::finalize) → ensure_finalizer → read_pod →
 //! (bad reference: report_bad_ref) → lock_vms → set_annotation → probe_registry → decide →
 //! (entering Active: drop_tag) → write_status → publish`.
 //! - Hibernate sets `vm.cocoonstack.io/hibernate=true` on the pod and is confirmed by the
@@ -21,6 +21,8 @@
 //!   hot loop.
 //! - Passes of CRs acting on the same VM run one at a time (`Context::vm_locks`).
 //! - Status is written only when it differs; a converged CR makes no writes.
+//! - Reads come from the watch caches, except where [`observe`] says the cache could mislead
+//!   (a CR whose cache copy misses this controller's last write is read fresh).
 
 pub mod apply;
 pub mod decide;
@@ -34,13 +36,17 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
 use kit::controller::{ControllerSettings, RunContext, run_controller};
+use kit::index::IndexedWriter;
 use kit::reconcile::{Outcome, ReconcileError};
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, reflector, watcher};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
+use crate::cache::{Hibernations, PodKey};
 use crate::context::Context;
 use crate::crd::{CocoonHibernation, HibernationPhase};
 use crate::registry::RegistryError;
@@ -104,33 +110,53 @@ pub struct Settings {
     pub timeouts: Timeouts,
 }
 
-/// What every pass gets: the operator context and the time budgets.
+/// What every pass gets: the operator context, the time budgets and the watch caches.
 pub struct Reconciler {
     /// The operator context.
     pub ctx: Arc<Context>,
     /// Deadlines and poll interval.
     pub timeouts: Timeouts,
+    /// The CocoonHibernations, by the pod they name.
+    pub crs: Hibernations,
+    /// The pods of the watched namespaces (managed fields stripped).
+    pub pods: Store<Pod>,
+    /// This controller's writes the CR cache may not show yet.
+    pub written: observe::Written,
 }
+
+/// How long a pass waits for the pod cache's first list.
+const CACHE_WAIT: Duration = Duration::from_secs(30);
 
 /// One pass over `obj` (see the module contract).
 pub async fn reconcile(obj: Arc<CocoonHibernation>, r: Arc<Reconciler>) -> Result<Action, Error> {
     let ctx = &r.ctx;
-    let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    let ns = obj.namespace().unwrap_or_default();
     let api: Api<CocoonHibernation> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(cr) = observe::current(&api, &ns, &name).await? else {
+    if tokio::time::timeout(CACHE_WAIT, r.pods.wait_until_ready())
+        .await
+        .is_err()
+    {
+        return Err(observe::ObserveError::CacheNotReady.into());
+    }
+    let uid = obj.uid().unwrap_or_default();
+    let Some(cr) = observe::current(&api, &r.crs, &r.written, &obj).await? else {
         ctx.backoff.forget(&*obj);
+        r.written.forget(&uid);
         return Ok(Action::await_change());
     };
     if cr.meta().deletion_timestamp.is_some() {
         delete::finalize(ctx, &api, &cr).await?;
         ctx.backoff.forget(&cr);
+        r.written.forget(&uid);
         return Ok(Action::await_change());
     }
-    apply::ensure_finalizer(&api, &cr).await?;
+    if let Some(written) = apply::ensure_finalizer(&api, &cr).await? {
+        r.written.record(&written);
+    }
     let pod_name = cr.spec.pod_ref.name.clone();
-    let pod = observe::pod(ctx, &ns, &pod_name).await?;
+    let pod = observe::pod(ctx, &r.pods, &ns, &pod_name).await?;
     let outcome = match decide::facts(&ns, &pod_name, pod.as_ref()) {
-        Err(bad) => report_bad_ref(ctx, &api, &cr, &bad).await?,
+        Err(bad) => report_bad_ref(&r, &api, &cr, &bad).await?,
         Ok(facts) => {
             let _locks = lock_vms(ctx, &cr, &facts.vm).await;
             step(&r, &api, &cr, &facts).await?
@@ -176,7 +202,9 @@ async fn step(
         apply::drop_tag(ctx, cr, &pod.vm).await;
     }
     let desired = status::compute(cr, d.phase, Some(&pod.vm), d.message.as_deref(), now);
-    status::write(api, cr, &desired).await?;
+    if let Some(written) = status::write(api, cr, &desired).await? {
+        r.written.record(&written);
+    }
     publish(ctx, cr, flow, &seen, &d, &pod.vm, now).await;
     match (d.next, probe_error) {
         (Next::RetryError(deadline_in), Some(source)) => Err(Error::Registry {
@@ -245,7 +273,7 @@ async fn publish(
 
 // Pending (or kept) with the reason; one Warning Event when the reported reason changes.
 async fn report_bad_ref(
-    ctx: &Context,
+    r: &Reconciler,
     api: &Api<CocoonHibernation>,
     cr: &CocoonHibernation,
     bad: &decide::BadRef,
@@ -260,14 +288,16 @@ async fn report_bad_ref(
     };
     let news = decide::bad_ref_is_news(&seen, &d);
     let desired = status::compute(cr, d.phase, None, d.message.as_deref(), Timestamp::now());
-    status::write(api, cr, &desired).await?;
+    if let Some(written) = status::write(api, cr, &desired).await? {
+        r.written.record(&written);
+    }
     if news {
         let note = status::Note {
             type_: kube::runtime::events::EventType::Warning,
             reason: bad.reason(),
             message: bad.message(),
         };
-        apply::event(ctx, cr, &note).await;
+        apply::event(&r.ctx, cr, &note).await;
     }
     Ok(Outcome::RequeueAfter(decide::BAD_REF_RECHECK))
 }
@@ -286,39 +316,51 @@ pub async fn run(ctx: Arc<Context>, rc: RunContext, concurrency: usize) -> anyho
         namespace: None,
         timeouts: Timeouts::from_env(),
     };
-    run_with(ctx, rc, settings).await
+    run_with(ctx, rc, settings, crate::cache::hibernations()).await
 }
 
-/// Runs the controller with explicit [`Settings`] until `rc.shutdown`.
+/// Runs the controller with explicit [`Settings`] until `rc.shutdown`, keeping `crs` (the
+/// CocoonHibernation cache other controllers read too) with its watch.
 ///
-/// CRs are watched through a reflector (the store maps pods to CRs) filtered by
-/// [`watch::cr_fingerprint`]; pods through [`watch::PodTriggers`].
-pub async fn run_with(ctx: Arc<Context>, rc: RunContext, settings: Settings) -> anyhow::Result<()> {
+/// CRs are watched into `crs` and filtered by [`watch::cr_fingerprint`]; pods through
+/// [`watch::PodTriggers`], each mapped to the CRs naming it by the cache's index.
+pub async fn run_with(
+    ctx: Arc<Context>,
+    rc: RunContext,
+    settings: Settings,
+    crs: (Hibernations, IndexedWriter<CocoonHibernation, PodKey>),
+) -> anyhow::Result<()> {
     let ns = settings.namespace.as_deref();
-    let crs: Api<CocoonHibernation> = kit::events::scoped(&ctx.client, ns);
-    let (store, writer) = reflector::store();
-    let cr_events = watcher(crs, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects()
-        .predicate_filter(watch::cr_fingerprint, PredicateConfig::default());
+    let (store, writer) = crs;
+    let api: Api<CocoonHibernation> = kit::events::scoped(&ctx.client, ns);
+    let cr_events = kit::index::reflect(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    )
+    .touched_objects()
+    .predicate_filter(watch::cr_fingerprint, PredicateConfig::default());
     let mut triggers = watch::PodTriggers::default();
+    let (pods, pod_writer) = reflector::store();
     let pod_events = watcher(
         kit::events::scoped(&ctx.client, ns),
         watcher::Config::default(),
     )
     .default_backoff()
+    .modify(crate::cache::strip_pod)
+    .reflect(pod_writer)
     .filter_map(move |ev| std::future::ready(ev.map(|e| triggers.filter(e)).transpose()));
-    let mapper_store = store.clone();
-    let controller = Controller::for_stream(cr_events, store)
-        .watches_stream(pod_events, move |pod| {
-            watch::referencing(&mapper_store, &pod)
-        });
+    let mapper = store.clone();
+    let crs = store.clone();
+    let controller = Controller::for_stream(cr_events, store.store().clone())
+        .watches_stream(pod_events, move |pod| watch::referencing(&mapper, &pod));
     let mut cs = ControllerSettings::new(CONTROLLER);
     cs.max_concurrent_reconciles = settings.concurrency;
     let reconciler = Arc::new(Reconciler {
         ctx,
         timeouts: settings.timeouts,
+        crs,
+        pods,
+        written: Default::default(),
     });
     run_controller(controller, &cs, &rc, reconcile, error_policy, reconciler).await;
     Ok(())

@@ -84,13 +84,14 @@ pub fn compute(
     }
 }
 
-/// Writes `desired` when it differs from `cr`'s status; returns whether it wrote.
+/// Writes `desired` when it differs from `cr`'s status; returns the CR as written (`None`:
+/// nothing to write).
 pub async fn write(
     api: &Api<CocoonHibernation>,
     cr: &CocoonHibernation,
     desired: &CocoonHibernationStatus,
-) -> Result<bool, StatusError> {
-    kit::status::patch_status_if_changed(api, cr, desired, names::FIELD_MANAGER)
+) -> Result<Option<CocoonHibernation>, StatusError> {
+    kit::status::write_status_if_changed(api, cr, desired, names::FIELD_MANAGER)
         .await
         .map_err(|source| StatusError {
             name: full_name(cr),

@@ -6,7 +6,7 @@
 //!   hibernate request) or whether a container runs. Status heartbeats, condition timestamps
 //!   and other churn do not trigger (upstream's predicate let every update through).
 //! - [`referencing`] maps a pod to every CR in its namespace whose `spec.podRef.name` names
-//!   it, read from the CR reflector store.
+//!   it, looked up in the CR cache's index (never a scan of every CR).
 //! - [`cr_fingerprint`] is the predicate of the CR watch: generation, deletion, finalizers,
 //!   labels and annotations, but not the status. The controller's own status writes do not
 //!   re-trigger it, so a `Failed` CR waits for a change (its pod, an edit) before it retries.
@@ -17,9 +17,10 @@ use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 
+use crate::cache::Hibernations;
 use crate::crd::CocoonHibernation;
 use crate::pods::state;
 
@@ -92,18 +93,10 @@ fn key(pod: &Pod) -> String {
         .unwrap_or_else(|| format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()))
 }
 
-/// The CRs in `pod`'s namespace whose podRef names it.
-pub fn referencing(
-    store: &Store<CocoonHibernation>,
-    pod: &Pod,
-) -> Vec<ObjectRef<CocoonHibernation>> {
-    let (ns, name) = (pod.namespace(), pod.name_any());
-    store
-        .state()
-        .into_iter()
-        .filter(|cr| cr.namespace() == ns && cr.spec.pod_ref.name == name)
-        .map(|cr| ObjectRef::from_obj(&*cr))
-        .collect()
+/// The CRs in `pod`'s namespace whose podRef names it (an index lookup).
+pub fn referencing(crs: &Hibernations, pod: &Pod) -> Vec<ObjectRef<CocoonHibernation>> {
+    let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+    crs.refs(&key)
 }
 
 #[cfg(test)]
