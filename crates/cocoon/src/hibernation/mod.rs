@@ -199,6 +199,12 @@ async fn step(
     let now = Timestamp::now();
     let d = decide::decide(cr.spec.desire, &seen, pod, probe.as_ref(), now, &r.timeouts);
     if d.phase == HibernationPhase::Active && seen.phase != Some(HibernationPhase::Active) {
+        // Deleting the snapshot cannot be undone: decided on caches, it is confirmed on the
+        // stored objects first.
+        if !awake_as_stored(ctx, api, cr, &ns, pod_name, &pod.vm).await? {
+            tracing::debug!(cr = %cr.name_any(), "the wake's copy is stale; looking again");
+            return Ok(Outcome::RequeueAfter(STALE_RETRY));
+        }
         apply::drop_tag(ctx, cr, &pod.vm).await;
     }
     let desired = status::compute(cr, d.phase, Some(&pod.vm), d.message.as_deref(), now);
@@ -216,6 +222,44 @@ async fn step(
         (Next::Now, _) => Ok(Outcome::RequeueAfter(Duration::ZERO)),
         _ => Ok(Outcome::Done),
     }
+}
+
+/// How soon a pass that found its copy stale looks again.
+const STALE_RETRY: Duration = Duration::from_millis(500);
+
+// Whether the stored objects confirm a finished wake: the CR is stored as this pass saw it
+// (same resourceVersion: not changed to hibernate again meanwhile), and the pod is there with
+// VM `vm`, live and not flagged for hibernation, so nothing needs `<vm>:hibernate` any more.
+async fn awake_as_stored(
+    ctx: &Context,
+    api: &Api<CocoonHibernation>,
+    cr: &CocoonHibernation,
+    ns: &str,
+    pod_name: &str,
+    vm: &str,
+) -> Result<bool, Error> {
+    let name = cr.name_any();
+    let stored = api
+        .get_opt(&name)
+        .await
+        .map_err(|source| observe::ObserveError::GetCr {
+            cr: format!("{ns}/{name}"),
+            source,
+        })?;
+    if stored.as_ref().map(|c| c.resource_version()) != Some(cr.resource_version()) {
+        return Ok(false);
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let pod = pods
+        .get_opt(pod_name)
+        .await
+        .map_err(|source| observe::ObserveError::GetPod {
+            pod: format!("{ns}/{pod_name}"),
+            source,
+        })?;
+    Ok(pod.is_some_and(|p| {
+        crate::pods::state::vm_name(&p) == Some(vm) && !crate::pods::state::needs_snapshot(&p)
+    }))
 }
 
 // Asks the registry for `<vm>:hibernate` when a hibernate pass needs it ([`decide::needs_probe`]);
