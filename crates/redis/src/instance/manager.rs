@@ -407,7 +407,8 @@ impl Loop {
         let ready = projected.as_ref().map(drop).map_err(Clone::clone);
         let decision = if cluster.spec.mode == crate::crd::ClusterMode::Sentinel {
             // Sentinel owns the primary role: its quorum decides (sentinel_boot).
-            match super::sentinel_boot::sight(&self.inst).await {
+            let dial = super::sentinel::dial_for(s, &cluster);
+            match super::sentinel_boot::sight(&self.inst, &dial).await {
                 Ok(sight) => {
                     super::sentinel_boot::decide(&s.pod, &view, &primary, s.port, ready, &sight)
                 }

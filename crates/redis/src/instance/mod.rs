@@ -34,6 +34,7 @@ pub mod azure;
 pub mod backup;
 pub mod config;
 pub mod decide;
+pub mod dial;
 pub mod fence;
 pub mod info;
 pub mod local;

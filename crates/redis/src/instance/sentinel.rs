@@ -9,7 +9,10 @@
 //!   it is not there: after a container restart Sentinel keeps the state it wrote itself
 //!   (epochs, the master after a failover, the known Sentinels and replicas).
 //! - Sentinel runs as `redis-sentinel <conf>` (argv[0] `redis-sentinel`, Debian's and the
-//!   image's way; `--redis-server` names the executable), bound to the pod IP on 26379.
+//!   image's way; `--redis-server` names the executable), bound to the pod IP on 26379. When
+//!   the cluster has TLS (`tlsSecret` and `caSecret`, projected at `/tls`), that port speaks
+//!   only TLS and the Sentinel speaks TLS to the data pods and its peers; the manager's own
+//!   connections to Sentinels (readiness, seeding) then use TLS with the projected CA.
 //! - Every `--resync` seconds: a changed password is given to Sentinel (`SENTINEL SET
 //!   <cluster> auth-pass`); Sentinel exiting by itself ends the manager with an error (the
 //!   container restarts); SIGTERM stops it (SIGTERM, SIGKILL after `--shutdown-grace`).
@@ -33,6 +36,7 @@ use nix::unistd::Pid;
 use tokio_util::sync::CancellationToken;
 
 use super::Settings;
+use super::dial::{Ca, Dial};
 use crate::crd::RedisCluster;
 use crate::https::{self, CertStore};
 use crate::names;
@@ -46,6 +50,24 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 struct Shared {
     settings: Settings,
     waiting: Mutex<Option<String>>,
+    /// How to reach Sentinels (TLS when the cluster has it), set from the cluster read.
+    dial: Mutex<Dial>,
+}
+
+impl Shared {
+    fn dial(&self) -> Dial {
+        self.dial.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// How this pod reaches Sentinels for `cluster`: TLS trusting the projected CA (read at
+/// every handshake) when the cluster has TLS.
+pub fn dial_for(s: &Settings, cluster: &RedisCluster) -> Dial {
+    if super::config::tls_enabled(&cluster.spec) {
+        Dial::Tls(Ca::File(s.paths.tls_dir.join(names::KEY_CA_CRT)))
+    } else {
+        Dial::Tcp
+    }
 }
 
 fn port() -> u16 {
@@ -64,6 +86,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         settings: settings.clone(),
         waiting: Mutex::new(Some("starting".into())),
+        dial: Mutex::new(Dial::Tcp),
     });
     let serving = shutdown.child_token();
     let server = serve(shared.clone(), serving.clone()).await?;
@@ -120,6 +143,9 @@ async fn supervise(
                 continue;
             }
         };
+        if child.is_none() {
+            *shared.dial.lock().unwrap_or_else(|p| p.into_inner()) = dial_for(s, &cluster);
+        }
         let now = match read_password(s, &cluster) {
             Ok(p) => p,
             Err(e) => {
@@ -141,7 +167,8 @@ async fn supervise(
             }
         } else if now != password {
             let ip = s.pod_ip.to_string();
-            match client::set_auth_pass(&ip, port(), &s.cluster, &now, ASK_TIMEOUT).await {
+            let dial = shared.dial();
+            match client::set_auth_pass(&dial, &ip, port(), &s.cluster, &now, ASK_TIMEOUT).await {
                 Ok(()) => {
                     tracing::info!("gave Sentinel the rotated password (auth-pass)");
                     password = now;
@@ -183,6 +210,7 @@ enum Start {
 async fn seed(
     client: &kube::Client,
     s: &Settings,
+    dial: &Dial,
     cluster: &RedisCluster,
 ) -> Result<String, String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &s.namespace);
@@ -214,7 +242,8 @@ async fn seed(
             data.insert(name, ip);
         }
     }
-    let answers: Vec<Answer> = client::ask_all(&others, port(), &s.cluster, ASK_TIMEOUT).await;
+    let answers: Vec<Answer> =
+        client::ask_all(dial, &others, port(), &s.cluster, ASK_TIMEOUT).await;
     // The other Sentinels hold the current truth; one of them naming a data pod is enough
     // to seed (this Sentinel learns the rest from their hello messages).
     if let Reading::Agreed { ip, .. } =
@@ -242,14 +271,24 @@ async fn start(
     password: &str,
 ) -> Result<tokio::process::Child, Start> {
     let s = &shared.settings;
+    let dial = shared.dial();
     let path = s.paths.data_dir.join(CONF_FILE);
     let kept = path.exists();
     if kept {
         tracing::info!(path = %path.display(), "keeping Sentinel's own state from before the restart");
     } else {
-        let master = seed(client, s, cluster).await.map_err(Start::Wait)?;
+        let master = seed(client, s, &dial, cluster).await.map_err(Start::Wait)?;
         let bind = s.pod_ip.to_string();
         let dir = s.paths.data_dir.to_string_lossy().into_owned();
+        let file = |k: &str| s.paths.tls_dir.join(k).to_string_lossy().into_owned();
+        let (cert, key, ca) = (
+            file(names::KEY_TLS_CRT),
+            file(names::KEY_TLS_KEY),
+            file(names::KEY_CA_CRT),
+        );
+        if dial.is_tls() {
+            tls_projected(&[&cert, &key, &ca]).map_err(Start::Wait)?;
+        }
         let text = conf::render(&conf::Input {
             name: &s.cluster,
             bind: &bind,
@@ -258,6 +297,11 @@ async fn start(
             master_port: names::REDIS_PORT as u16,
             password,
             dir: &dir,
+            tls: dial.is_tls().then_some(conf::Tls {
+                cert: &cert,
+                key: &key,
+                ca: &ca,
+            }),
         });
         write_private(&path, &text)
             .with_context(|| format!("writing {}", path.display()))
@@ -278,8 +322,7 @@ async fn start(
     let ip = s.pod_ip.to_string();
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
-        if let Ok(mut c) =
-            crate::instance::resp::Conn::tcp(&format!("{ip}:{}", port()), ASK_TIMEOUT).await
+        if let Ok(mut c) = dial.conn(&ip, port(), ASK_TIMEOUT).await
             && c.command(&["PING"]).await.is_ok()
         {
             break;
@@ -298,7 +341,8 @@ async fn start(
     }
     tracing::info!(pid = child.id().unwrap_or(0), "started Sentinel");
     if kept
-        && let Err(e) = client::set_auth_pass(&ip, port(), &s.cluster, password, ASK_TIMEOUT).await
+        && let Err(e) =
+            client::set_auth_pass(&dial, &ip, port(), &s.cluster, password, ASK_TIMEOUT).await
     {
         tracing::warn!(error = %e, "SENTINEL SET auth-pass failed");
     }
@@ -312,6 +356,14 @@ async fn stop(child: &mut tokio::process::Child, grace: Duration) {
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         tracing::warn!("Sentinel still running at the end of the grace period; SIGKILL");
         let _ = child.kill().await;
+    }
+}
+
+/// Whether the TLS files are all there (the kubelet projects them); why not.
+fn tls_projected(files: &[&str]) -> Result<(), String> {
+    match files.iter().find(|f| !std::path::Path::new(f).is_file()) {
+        Some(f) => Err(format!("the TLS file {f} is not projected yet")),
+        None => Ok(()),
     }
 }
 
@@ -370,7 +422,16 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
         return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
     let s = &shared.settings;
-    match client::ask(&s.pod_ip.to_string(), port(), &s.cluster, ASK_TIMEOUT).await {
+    let dial = shared.dial();
+    match client::ask(
+        &dial,
+        &s.pod_ip.to_string(),
+        port(),
+        &s.cluster,
+        ASK_TIMEOUT,
+    )
+    .await
+    {
         Answer::Master { .. } => (StatusCode::OK, "ok").into_response(),
         Answer::Unknown => (
             StatusCode::SERVICE_UNAVAILABLE,
