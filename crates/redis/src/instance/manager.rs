@@ -272,7 +272,7 @@ fn sha(parts: &[&[u8]]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn files_hash(dir: &Path, names: &[&str]) -> Option<String> {
+pub(super) fn files_hash(dir: &Path, names: &[&str]) -> Option<String> {
     let contents: Vec<Vec<u8>> = names
         .iter()
         .map(|n| std::fs::read(dir.join(n)).ok())

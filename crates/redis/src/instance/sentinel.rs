@@ -14,7 +14,8 @@
 //!   only TLS and the Sentinel speaks TLS to the data pods and its peers; the manager's own
 //!   connections to Sentinels (readiness, seeding) then use TLS with the projected CA.
 //! - Every `--resync` seconds: a changed password is given to Sentinel (`SENTINEL SET
-//!   <cluster> auth-pass`); Sentinel exiting by itself ends the manager with an error (the
+//!   <cluster> auth-pass`); changed TLS files restart Sentinel (it reads them only at start;
+//!   its state in `sentinel.conf` is kept); Sentinel exiting by itself ends the manager with an error (the
 //!   container restarts); SIGTERM stops it (SIGTERM, SIGKILL after `--shutdown-grace`).
 //! - HTTPS on the pod IP:8080 with the instance API's certificate, only `/healthz` (200 while
 //!   the manager runs) and `/readyz` (200 when Sentinel answers and monitors the master).
@@ -114,6 +115,8 @@ async fn supervise(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut child: Option<tokio::process::Child> = None;
     let mut password = String::new();
+    // The TLS files Sentinel loaded (it reads them only at start).
+    let mut loaded: Option<String> = None;
     loop {
         let exited = async {
             match child.as_mut() {
@@ -160,11 +163,27 @@ async fn supervise(
                 Ok(c) => {
                     child = Some(c);
                     password = now.clone();
+                    loaded = tls_files(shared);
                     *shared.waiting.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 }
                 Err(Start::Wait(reason)) => wait(shared, reason),
                 Err(Start::Failed(e)) => return Err(e),
             }
+        } else if let Some(rotated) =
+            tls_files(shared).filter(|h| loaded.as_ref().is_some_and(|l| l != h))
+        {
+            // Sentinel cannot reload its certificate (no CONFIG SET in Sentinel mode): a
+            // restart loads the new files and keeps its state (sentinel.conf stays).
+            wait(
+                shared,
+                "restarting Sentinel to load the rotated TLS files".into(),
+            );
+            if let Some(c) = child.as_mut() {
+                stop(c, s.grace).await;
+            }
+            child = None;
+            tracing::info!(files = %rotated, "the TLS files changed; Sentinel restarts with them");
+            tick.reset_immediately();
         } else if now != password {
             let ip = s.pod_ip.to_string();
             let dial = shared.dial();
@@ -357,6 +376,15 @@ async fn stop(child: &mut tokio::process::Child, grace: Duration) {
         tracing::warn!("Sentinel still running at the end of the grace period; SIGKILL");
         let _ = child.kill().await;
     }
+}
+
+/// A hash of the TLS files when Sentinel speaks TLS and they are all readable.
+fn tls_files(shared: &Shared) -> Option<String> {
+    if !shared.dial().is_tls() {
+        return None;
+    }
+    let names = [names::KEY_TLS_CRT, names::KEY_TLS_KEY, names::KEY_CA_CRT];
+    super::manager::files_hash(&shared.settings.paths.tls_dir, &names)
 }
 
 /// Whether the TLS files are all there (the kubelet projects them); why not.
