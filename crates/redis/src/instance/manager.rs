@@ -407,7 +407,7 @@ impl Loop {
         let ready = projected.as_ref().map(drop).map_err(Clone::clone);
         let decision = if cluster.spec.mode == crate::crd::ClusterMode::Sentinel {
             // Sentinel owns the primary role: its quorum decides (sentinel_boot).
-            let dial = super::sentinel::dial_for(s, &cluster);
+            let dial = super::sentinel_inputs::dial_for(s, &cluster);
             match super::sentinel_boot::sight(&self.inst, &dial).await {
                 Ok(sight) => {
                     super::sentinel_boot::decide(&s.pod, &view, &primary, s.port, ready, &sight)

@@ -48,6 +48,7 @@ pub mod s3;
 pub mod secrets;
 pub mod sentinel;
 pub mod sentinel_boot;
+pub mod sentinel_inputs;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

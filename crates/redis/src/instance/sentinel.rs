@@ -15,8 +15,9 @@
 //!   connections to Sentinels (readiness, seeding) then use TLS with the projected CA.
 //! - Every `--resync` seconds: a changed password is given to Sentinel (`SENTINEL SET
 //!   <cluster> auth-pass`); changed TLS files restart Sentinel (it reads them only at start;
-//!   its state in `sentinel.conf` is kept); Sentinel exiting by itself ends the manager with an error (the
-//!   container restarts); SIGTERM stops it (SIGTERM, SIGKILL after `--shutdown-grace`).
+//!   its state in `sentinel.conf` is kept); Sentinel exiting by itself ends the manager with
+//!   an error (the container restarts); SIGTERM stops it (SIGTERM, SIGKILL after
+//!   `--shutdown-grace`).
 //! - HTTPS on the pod IP:8080 with the instance API's certificate, only `/healthz` (200 while
 //!   the manager runs) and `/readyz` (200 when Sentinel answers and monitors the master).
 
@@ -30,22 +31,20 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio_util::sync::CancellationToken;
 
 use super::Settings;
-use super::dial::{Ca, Dial};
+use super::dial::Dial;
+use super::sentinel_inputs::{dial_for, read_cluster, read_password, seed};
 use crate::crd::RedisCluster;
 use crate::https::{self, CertStore};
 use crate::names;
-use crate::sentinel::quorum::{self, Answer, Reading};
+use crate::sentinel::quorum::Answer;
 use crate::sentinel::{CONF_FILE, client, conf};
 
-const API_TIMEOUT: Duration = Duration::from_secs(10);
-const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 struct Shared {
@@ -61,17 +60,7 @@ impl Shared {
     }
 }
 
-/// How this pod reaches Sentinels for `cluster`: TLS trusting the projected CA (read at
-/// every handshake) when the cluster has TLS.
-pub fn dial_for(s: &Settings, cluster: &RedisCluster) -> Dial {
-    if super::config::tls_enabled(&cluster.spec) {
-        Dial::Tls(Ca::File(s.paths.tls_dir.join(names::KEY_CA_CRT)))
-    } else {
-        Dial::Tcp
-    }
-}
-
-fn port() -> u16 {
+pub(super) fn port() -> u16 {
     names::SENTINEL_PORT as u16
 }
 
@@ -198,89 +187,9 @@ async fn supervise(
     }
 }
 
-async fn read_cluster(client: &kube::Client, s: &Settings) -> Result<RedisCluster, String> {
-    let api: Api<RedisCluster> = Api::namespaced(client.clone(), &s.namespace);
-    match tokio::time::timeout(API_TIMEOUT, api.get(&s.cluster)).await {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(format!("reading RedisCluster {}: {e}", s.cluster)),
-        Err(_) => Err(format!("reading RedisCluster {}: no answer", s.cluster)),
-    }
-}
-
-fn read_password(s: &Settings, cluster: &RedisCluster) -> Result<String, String> {
-    let secret = super::secrets::auth_secret(&s.cluster, &cluster.spec);
-    let path = s.projected_dir.join(&secret).join(names::KEY_PASSWORD);
-    match std::fs::read_to_string(&path) {
-        Ok(p) if !p.trim().is_empty() => Ok(p.trim_end_matches(['\n', '\r']).to_owned()),
-        _ => Err(format!(
-            "the password ({}) is not projected yet",
-            path.display()
-        )),
-    }
-}
-
 enum Start {
     Wait(String),
     Failed(anyhow::Error),
-}
-
-/// The master to seed a new Sentinel with: what the other Sentinels say, else
-/// `currentPrimary`'s pod IP.
-async fn seed(
-    client: &kube::Client,
-    s: &Settings,
-    dial: &Dial,
-    cluster: &RedisCluster,
-) -> Result<String, String> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &s.namespace);
-    let lp = ListParams::default().labels(&format!("{}={}", names::LABEL_CLUSTER, s.cluster));
-    let list = tokio::time::timeout(API_TIMEOUT, pods.list(&lp))
-        .await
-        .map_err(|_| "listing the cluster's pods: no answer".to_owned())?
-        .map_err(|e| format!("listing the cluster's pods: {e}"))?;
-    let mut data = std::collections::BTreeMap::new();
-    let mut others = Vec::new();
-    for p in list.items {
-        let sentinel = p
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(names::LABEL_WORKLOAD))
-            .is_some_and(|w| w == names::workload::SENTINEL);
-        let (Some(name), Some(ip)) = (
-            p.metadata.name.clone(),
-            p.status
-                .and_then(|st| st.pod_ip)
-                .filter(|ip| !ip.is_empty()),
-        ) else {
-            continue;
-        };
-        if sentinel && name != s.pod {
-            others.push(ip);
-        } else if !sentinel && names::ordinal_of(&s.cluster, &name).is_some() {
-            data.insert(name, ip);
-        }
-    }
-    let answers: Vec<Answer> =
-        client::ask_all(dial, &others, port(), &s.cluster, ASK_TIMEOUT).await;
-    // The other Sentinels hold the current truth; one of them naming a data pod is enough
-    // to seed (this Sentinel learns the rest from their hello messages).
-    if let Reading::Agreed { ip, .. } =
-        quorum::read(&answers, |ip| data.values().any(|d| d == ip), 1)
-    {
-        return Ok(ip);
-    }
-    let current = cluster
-        .status
-        .as_ref()
-        .map(|st| st.current_primary.clone())
-        .unwrap_or_default();
-    if current.is_empty() {
-        return Err("status.currentPrimary is empty and no other Sentinel names a master".into());
-    }
-    data.get(&current).cloned().ok_or_else(|| {
-        format!("the primary's pod {current} has no IP yet and no other Sentinel names a master")
-    })
 }
 
 async fn start(

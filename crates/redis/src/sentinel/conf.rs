@@ -7,11 +7,12 @@
 //! `parallel-syncs 1`) and the cluster's password as `auth-pass`. Scripts cannot be
 //! reconfigured at runtime. Values are quoted as redis.conf parses them, so no value can
 //! inject a directive.
-//! - With TLS ([`Input::tls`], the cluster's `tlsSecret`/`caSecret` projected at `/tls`): no
-//!   plain port (`port 0`), TLS on the Sentinel port (`tls-port`, announced as before), the
-//!   user's certificate, key and CA, `tls-auth-clients optional` (as the data pods: clients
-//!   need the CA, not a certificate of their own) and `tls-replication yes`, which makes the
-//!   Sentinel speak TLS to the data pods and to the other Sentinels.
+//!
+//! With TLS ([`Input::tls`], the cluster's `tlsSecret`/`caSecret` projected at `/tls`): no
+//! plain port (`port 0`), TLS on the Sentinel port (`tls-port`, announced as before), the
+//! user's certificate, key and CA, `tls-auth-clients optional` (as the data pods: clients need
+//! the CA, not a certificate of their own) and `tls-replication yes`, which makes the Sentinel
+//! speak TLS to the data pods and to the other Sentinels.
 
 use crate::instance::config::quote;
 

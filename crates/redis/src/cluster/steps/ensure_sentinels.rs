@@ -9,8 +9,9 @@
 //! - Every Sentinel with an IP is asked `SENTINEL get-master-addr-by-name <cluster>` (all at
 //!   once, short timeout), over TLS trusting `caSecret`'s `ca.crt` (read from the API at
 //!   every pass; user Secrets are not cached) when the cluster has TLS: a CA that cannot be
-//!   read is a wait, said in `phaseReason`. The answers are read by [`crate::sentinel::quorum::read`]: an
-//!   address that is not a data pod of this cluster is ignored; two Sentinels must agree.
+//!   read is a wait, said in `phaseReason`. The answers are read by
+//!   [`crate::sentinel::quorum::read`]: an address that is not a data pod of this cluster is
+//!   ignored; two Sentinels must agree.
 //! - [`follow`] decides: when the agreed master is another data pod **and it reports itself
 //!   primary**, the `-leader` Service is pointed at it first, then `currentPrimary` and
 //!   `targetPrimary` name it (written by `update_status` right after, with the role labels
