@@ -398,6 +398,13 @@ async fn only_standalone_to_sentinel_with_a_primary_and_no_tls() {
     rc.create("s", cluster(json!({"mode": "sentinel"})))
         .await
         .expect("sentinel");
+    // Created in sentinel mode, TLS is accepted (as upstream); only the migration refuses it.
+    rc.create(
+        "st",
+        cluster(json!({"mode": "sentinel", "tlsSecret": {"name": "t"}, "caSecret": {"name": "c"}})),
+    )
+    .await
+    .expect("sentinel with TLS");
     let err = rc
         .patch_spec("s", json!({"mode": "standalone"}))
         .await

@@ -1,7 +1,8 @@
 //! Sentinel mode with real Redis: the data pods and the three Sentinel pods run on the
 //! process-backed nodes (this build's instance manager, Debian's redis-server and Sentinel),
 //! the operator in this process under its own RBAC (deploy/redis). Sentinel drives the
-//! failover; the operator follows it.
+//! failover; the operator follows it. With `tlsSecret`/`caSecret` every link (clients to
+//! Sentinels, Sentinels to Redis and to each other, replication) is TLS.
 
 mod operator;
 
@@ -16,6 +17,7 @@ use nix::sys::signal::Signal;
 use operator::data::{self, Sampler, Writer};
 use operator::{Env, T};
 use redis::crd::{ClusterPhase, RedisCluster};
+use redis::instance::dial::{Ca, Dial};
 use redis::instance::resp::{Conn, Value};
 use serde_json::json;
 use testenv::procnode;
@@ -40,10 +42,8 @@ async fn sentinels(env: &Env) -> BTreeMap<String, String> {
 
 /// What one Sentinel says: the master's IP and, from `SENTINEL master`, the replicas and
 /// other Sentinels it knows.
-async fn ask(ip: &str) -> Option<(String, i64, i64)> {
-    let mut c = Conn::tcp(&format!("{ip}:26379"), Duration::from_secs(2))
-        .await
-        .ok()?;
+async fn ask(dial: &Dial, ip: &str) -> Option<(String, i64, i64)> {
+    let mut c = dial.conn(ip, 26379, Duration::from_secs(2)).await.ok()?;
     let addr = c
         .command(&["SENTINEL", "get-master-addr-by-name", "demo"])
         .await
@@ -65,6 +65,11 @@ async fn ask(ip: &str) -> Option<(String, i64, i64)> {
 
 /// Waits until the three Sentinels name `primary`'s IP and know 2 replicas and each other.
 async fn sentinels_agree(env: &Env, primary: &str) {
+    sentinels_agree_over(env, primary, &Dial::Tcp).await;
+}
+
+/// [`sentinels_agree`], asking them with `dial`.
+async fn sentinels_agree_over(env: &Env, primary: &str, dial: &Dial) {
     let ip = env.pod_ip(primary).await.expect("primary ip");
     testenv::eventually("the three Sentinels agree", T, || async {
         let s = sentinels(env).await;
@@ -72,7 +77,7 @@ async fn sentinels_agree(env: &Env, primary: &str) {
             return None;
         }
         for sip in s.values() {
-            let (master, replicas, others) = ask(sip).await?;
+            let (master, replicas, others) = ask(dial, sip).await?;
             if master != ip || replicas < 2 || others != 2 {
                 return None;
             }
@@ -235,7 +240,7 @@ async fn sentinel_fails_over_a_killed_primary_and_the_operator_follows_with_no_a
     // The three Sentinels name it; -leader selects it; the role labels follow.
     let new_ip = env.pod_ip(&promoted).await.expect("ip");
     for sip in sentinels(&env).await.values() {
-        let (master, _, _) = ask(sip).await.expect("sentinel answers");
+        let (master, _, _) = ask(&Dial::Tcp, sip).await.expect("sentinel answers");
         assert_eq!(master, new_ip, "Sentinel {sip}");
     }
     let leader = env
@@ -356,5 +361,215 @@ async fn a_standalone_cluster_migrates_to_sentinel_mode_without_a_failover() {
         samples.split.is_empty(),
         "two instances took writes: {:?}",
         samples.split
+    );
+}
+
+/// A certificate signed by `ca` for `names` (Redis and Sentinel check the chain, not the
+/// name), usable as a server and as a client (replication, Sentinel's links): `tls.crt` and
+/// `tls.key` as Secret data.
+fn issue(ca: &redis::admission::pki::Ca, names: &[&str]) -> Vec<(&'static str, String)> {
+    use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
+    let ca_key = KeyPair::from_pem(&ca.key_pem).expect("CA key");
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).expect("issuer");
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.subject_alt_names = names
+        .iter()
+        .map(|n| SanType::DnsName((*n).try_into().expect("dns name")))
+        .collect();
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let cert = params.signed_by(&key, &issuer).expect("sign");
+    vec![("tls.crt", cert.pem()), ("tls.key", key.serialize_pem())]
+}
+
+fn secret(name: &str, data: &[(&str, String)]) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        string_data: Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+        ),
+        ..Secret::default()
+    }
+}
+
+/// Whether the TLS server at `ip:port` presents a certificate valid for `name` under `ca_pem`
+/// (a strict handshake, name checked).
+async fn serves(ip: &str, port: u16, ca_pem: &str, name: &str) -> bool {
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.expect("CA")).expect("CA");
+    }
+    let config = ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let Ok(tcp) = tokio::net::TcpStream::connect((ip, port)).await else {
+        return false;
+    };
+    let name = ServerName::try_from(name.to_owned()).expect("name");
+    let handshake =
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp);
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), handshake).await,
+        Ok(Ok(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sentinel_cluster_with_tls_speaks_only_tls_and_fails_over() {
+    let env = Env::on_process_nodes("rc-sentinel-tls", &[]).await;
+    let ca = redis::admission::pki::Ca::generate(jiff::Timestamp::now()).expect("CA");
+    let secrets = env.api::<Secret>();
+    let pp = kube::api::PostParams::default();
+    let ca_data = [("ca.crt", ca.cert_pem.clone())];
+    secrets
+        .create(&pp, &secret("demo-ca", &ca_data))
+        .await
+        .expect("demo-ca");
+    let first = issue(&ca, &["demo-leader", "demo-sentinel"]);
+    secrets
+        .create(&pp, &secret("demo-tls", &first))
+        .await
+        .expect("demo-tls");
+    let tls = Dial::Tls(Ca::Pem(ca.cert_pem.clone()));
+    let mut spec = spec();
+    spec["tlsSecret"] = json!({"name": "demo-tls"});
+    spec["caSecret"] = json!({"name": "demo-ca"});
+    env.create("demo", spec).await;
+    let rc = healthy_with_sentinels(&env).await;
+    assert_eq!(masters(&rc), ["demo-0"]);
+    sentinels_agree_over(&env, "demo-0", &tls).await;
+
+    // The Sentinel port speaks TLS only: a plain RESP PING gets no answer, a TLS one PONG.
+    for (name, sip) in sentinels(&env).await {
+        let plain = async {
+            let mut c = Conn::tcp(&format!("{sip}:26379"), Duration::from_secs(2)).await?;
+            c.command(&["PING"]).await
+        };
+        let refused = plain.await;
+        assert!(refused.is_err(), "{name} answered plain TCP: {refused:?}");
+        let mut c = tls
+            .conn(&sip, 26379, Duration::from_secs(2))
+            .await
+            .unwrap_or_else(|e| panic!("{name} over TLS: {e}"));
+        let pong = c.command(&["PING"]).await.expect("PING over TLS");
+        assert_eq!(pong.text().as_deref(), Some("PONG"), "{name}");
+    }
+    // The data pods too; a write reaches both replicas over TLS replication.
+    let pw = env.password("demo").await;
+    let primary_ip = env.pod_ip("demo-0").await.expect("ip");
+    assert!(
+        data::connect(&primary_ip, &pw).await.is_err(),
+        "plain TCP to Redis"
+    );
+    let write = |ip: String| {
+        let (tls, pw) = (tls.clone(), pw.clone());
+        async move {
+            let mut c = tls.conn(&ip, 6379, Duration::from_secs(5)).await?;
+            c.command(&["AUTH", pw.as_str()]).await?;
+            c.command(&["SET", "hello", "tls"]).await?;
+            c.command(&["WAIT", "2", "5000"]).await
+        }
+    };
+    assert_eq!(write(primary_ip).await.expect("write").int(), Some(2));
+
+    // SIGKILL the primary's container whenever it runs (see the plain-TCP failover test):
+    // Sentinel, over TLS, fails over and the operator follows.
+    let started = Instant::now();
+    let rc = testenv::eventually(
+        "the operator follows Sentinel away from demo-0",
+        T,
+        || async {
+            let rc = env.clusters().get("demo").await.ok()?;
+            let current = rc.status.as_ref().map(|s| s.current_primary.clone());
+            if current
+                .as_deref()
+                .is_some_and(|c| !c.is_empty() && c != "demo-0")
+            {
+                return Some(rc);
+            }
+            let _ = procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
+                .await;
+            None
+        },
+    )
+    .await
+    .expect("failover");
+    let failover = started.elapsed();
+    let promoted = rc.status.expect("status").current_primary;
+    assert!(
+        ["demo-1", "demo-2"].contains(&promoted.as_str()),
+        "{promoted}"
+    );
+    // One primary, the old one back as its replica over TLS, the Sentinels agreeing on it.
+    let rc = env
+        .wait("demo", T, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.ready_instances == 3
+                    && s.sentinel_ready_instances == 3
+                    && s.instances_status
+                        .get("demo-0")
+                        .is_some_and(|i| i.role == "slave" && i.master_link_status == "up")
+            })
+        })
+        .await;
+    assert_eq!(masters(&rc), std::slice::from_ref(&promoted));
+    sentinels_agree_over(&env, &promoted, &tls).await;
+    let new_ip = env.pod_ip(&promoted).await.expect("ip");
+    assert_eq!(write(new_ip.clone()).await.expect("write").int(), Some(2));
+    eprintln!("sentinel failover over TLS: currentPrimary moved after {failover:?}");
+
+    // A renewed certificate (same CA): the Sentinels restart to load it (Sentinel cannot
+    // reload it live) and keep agreeing; Redis reloads it in place.
+    let renewed = issue(&ca, &["renewed.demo", "demo-leader", "demo-sentinel"]);
+    secrets
+        .replace("demo-tls", &pp, &secret("demo-tls", &renewed))
+        .await
+        .expect("renew demo-tls");
+    let renewed_at = Instant::now();
+    testenv::eventually(
+        "every Sentinel and Redis serves the renewed certificate",
+        T,
+        || async {
+            let mut targets: Vec<(String, u16)> = sentinels(&env)
+                .await
+                .into_values()
+                .map(|ip| (ip, 26379))
+                .collect();
+            targets.push((new_ip.clone(), 6379));
+            if targets.len() != 4 {
+                return None;
+            }
+            for (ip, port) in &targets {
+                if !serves(ip, *port, &ca.cert_pem, "renewed.demo").await {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await
+    .expect("renewed certificate served");
+    sentinels_agree_over(&env, &promoted, &tls).await;
+    let rc = healthy_with_sentinels(&env).await;
+    assert_eq!(masters(&rc), std::slice::from_ref(&promoted));
+    eprintln!(
+        "renewed certificate served everywhere after {:?}",
+        renewed_at.elapsed()
     );
 }

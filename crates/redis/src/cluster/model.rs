@@ -73,11 +73,6 @@ pub enum Invalid {
     /// `mode: cluster` (admission rejects it; an object from before the rule may still have it).
     #[error("cluster mode is reserved and not supported yet; use standalone or sentinel")]
     ClusterMode,
-    /// Sentinel mode with TLS: the Sentinels would need TLS to reach the data pods.
-    #[error(
-        "sentinel mode with tlsSecret/caSecret is not supported yet: the Sentinels do not speak TLS to the data pods; use standalone mode for TLS"
-    )]
-    SentinelTls,
     /// No namespace or UID (never the case for a stored object).
     #[error("the RedisCluster has no {0}")]
     Incomplete(&'static str),
@@ -128,11 +123,6 @@ impl Model {
     pub fn of(rc: &RedisCluster) -> Result<Model, Invalid> {
         if rc.spec.mode == ClusterMode::Cluster {
             return Err(Invalid::ClusterMode);
-        }
-        if rc.spec.mode == ClusterMode::Sentinel
-            && (rc.spec.tls_secret.is_some() || rc.spec.ca_secret.is_some())
-        {
-            return Err(Invalid::SentinelTls);
         }
         let namespace = rc.namespace().ok_or(Invalid::Incomplete("namespace"))?;
         let uid = rc.uid().ok_or(Invalid::Incomplete("uid"))?;
@@ -274,14 +264,15 @@ mod tests {
     }
 
     #[test]
-    fn sentinel_mode_with_tls_is_invalid_until_sentinels_speak_tls() {
-        let err = Model::of(&rc(
+    fn sentinel_mode_is_valid_with_and_without_tls() {
+        let tls = Model::of(&rc(
             serde_json::json!({}),
             serde_json::json!({"mode": "sentinel", "instances": 3, "storage": {"size": "1Gi"},
                 "tlsSecret": {"name": "t"}, "caSecret": {"name": "c"}}),
         ))
-        .unwrap_err();
-        assert_eq!(err, Invalid::SentinelTls);
+        .expect("sentinel mode with TLS is valid (upstream accepts it)");
+        assert!(tls.sentinel());
+        assert!(crate::instance::config::tls_enabled(&tls.spec));
         let ok = Model::of(&rc(
             serde_json::json!({}),
             serde_json::json!({"mode": "sentinel", "instances": 3, "storage": {"size": "1Gi"}}),

@@ -191,7 +191,9 @@ pub struct RedisClusterSpec {
     pub acl_config_secret: Option<LocalObjectReference>,
 
     /// Secret holding `tls.crt` and `tls.key`; turns TLS on (Redis listens with TLS only on
-    /// port 6379 and replicates over TLS). Requires `caSecret`.
+    /// port 6379 and replicates over TLS; in sentinel mode the Sentinels listen with TLS only
+    /// on port 26379 and reach Redis and each other over TLS). The certificate must allow
+    /// client authentication too. Requires `caSecret`.
     #[serde(rename = "tlsSecret", default, skip_serializing_if = "Option::is_none")]
     pub tls_secret: Option<LocalObjectReference>,
 

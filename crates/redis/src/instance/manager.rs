@@ -272,7 +272,7 @@ fn sha(parts: &[&[u8]]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn files_hash(dir: &Path, names: &[&str]) -> Option<String> {
+pub(super) fn files_hash(dir: &Path, names: &[&str]) -> Option<String> {
     let contents: Vec<Vec<u8>> = names
         .iter()
         .map(|n| std::fs::read(dir.join(n)).ok())
@@ -407,7 +407,8 @@ impl Loop {
         let ready = projected.as_ref().map(drop).map_err(Clone::clone);
         let decision = if cluster.spec.mode == crate::crd::ClusterMode::Sentinel {
             // Sentinel owns the primary role: its quorum decides (sentinel_boot).
-            match super::sentinel_boot::sight(&self.inst).await {
+            let dial = super::sentinel_inputs::dial_for(s, &cluster);
+            match super::sentinel_boot::sight(&self.inst, &dial).await {
                 Ok(sight) => {
                     super::sentinel_boot::decide(&s.pod, &view, &primary, s.port, ready, &sight)
                 }

@@ -34,6 +34,7 @@ pub mod azure;
 pub mod backup;
 pub mod config;
 pub mod decide;
+pub mod dial;
 pub mod fence;
 pub mod info;
 pub mod local;
@@ -47,6 +48,7 @@ pub mod s3;
 pub mod secrets;
 pub mod sentinel;
 pub mod sentinel_boot;
+pub mod sentinel_inputs;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

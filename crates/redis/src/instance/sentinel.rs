@@ -9,10 +9,15 @@
 //!   it is not there: after a container restart Sentinel keeps the state it wrote itself
 //!   (epochs, the master after a failover, the known Sentinels and replicas).
 //! - Sentinel runs as `redis-sentinel <conf>` (argv[0] `redis-sentinel`, Debian's and the
-//!   image's way; `--redis-server` names the executable), bound to the pod IP on 26379.
+//!   image's way; `--redis-server` names the executable), bound to the pod IP on 26379. When
+//!   the cluster has TLS (`tlsSecret` and `caSecret`, projected at `/tls`), that port speaks
+//!   only TLS and the Sentinel speaks TLS to the data pods and its peers; the manager's own
+//!   connections to Sentinels (readiness, seeding) then use TLS with the projected CA.
 //! - Every `--resync` seconds: a changed password is given to Sentinel (`SENTINEL SET
-//!   <cluster> auth-pass`); Sentinel exiting by itself ends the manager with an error (the
-//!   container restarts); SIGTERM stops it (SIGTERM, SIGKILL after `--shutdown-grace`).
+//!   <cluster> auth-pass`); changed TLS files restart Sentinel (it reads them only at start;
+//!   its state in `sentinel.conf` is kept); Sentinel exiting by itself ends the manager with
+//!   an error (the container restarts); SIGTERM stops it (SIGTERM, SIGKILL after
+//!   `--shutdown-grace`).
 //! - HTTPS on the pod IP:8080 with the instance API's certificate, only `/healthz` (200 while
 //!   the manager runs) and `/readyz` (200 when Sentinel answers and monitors the master).
 
@@ -26,29 +31,36 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio_util::sync::CancellationToken;
 
 use super::Settings;
+use super::dial::Dial;
+use super::sentinel_inputs::{dial_for, read_cluster, read_password, seed};
 use crate::crd::RedisCluster;
 use crate::https::{self, CertStore};
 use crate::names;
-use crate::sentinel::quorum::{self, Answer, Reading};
+use crate::sentinel::quorum::Answer;
 use crate::sentinel::{CONF_FILE, client, conf};
 
-const API_TIMEOUT: Duration = Duration::from_secs(10);
-const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 struct Shared {
     settings: Settings,
     waiting: Mutex<Option<String>>,
+    /// How to reach Sentinels (TLS when the cluster has it), set from the cluster read.
+    dial: Mutex<Dial>,
 }
 
-fn port() -> u16 {
+impl Shared {
+    fn dial(&self) -> Dial {
+        self.dial.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+pub(super) fn port() -> u16 {
     names::SENTINEL_PORT as u16
 }
 
@@ -64,6 +76,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         settings: settings.clone(),
         waiting: Mutex::new(Some("starting".into())),
+        dial: Mutex::new(Dial::Tcp),
     });
     let serving = shutdown.child_token();
     let server = serve(shared.clone(), serving.clone()).await?;
@@ -91,6 +104,8 @@ async fn supervise(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut child: Option<tokio::process::Child> = None;
     let mut password = String::new();
+    // The TLS files Sentinel loaded (it reads them only at start).
+    let mut loaded: Option<String> = None;
     loop {
         let exited = async {
             match child.as_mut() {
@@ -120,6 +135,9 @@ async fn supervise(
                 continue;
             }
         };
+        if child.is_none() {
+            *shared.dial.lock().unwrap_or_else(|p| p.into_inner()) = dial_for(s, &cluster);
+        }
         let now = match read_password(s, &cluster) {
             Ok(p) => p,
             Err(e) => {
@@ -134,14 +152,31 @@ async fn supervise(
                 Ok(c) => {
                     child = Some(c);
                     password = now.clone();
+                    loaded = tls_files(shared);
                     *shared.waiting.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 }
                 Err(Start::Wait(reason)) => wait(shared, reason),
                 Err(Start::Failed(e)) => return Err(e),
             }
+        } else if let Some(rotated) =
+            tls_files(shared).filter(|h| loaded.as_ref().is_some_and(|l| l != h))
+        {
+            // Sentinel cannot reload its certificate (no CONFIG SET in Sentinel mode): a
+            // restart loads the new files and keeps its state (sentinel.conf stays).
+            wait(
+                shared,
+                "restarting Sentinel to load the rotated TLS files".into(),
+            );
+            if let Some(c) = child.as_mut() {
+                stop(c, s.grace).await;
+            }
+            child = None;
+            tracing::info!(files = %rotated, "the TLS files changed; Sentinel restarts with them");
+            tick.reset_immediately();
         } else if now != password {
             let ip = s.pod_ip.to_string();
-            match client::set_auth_pass(&ip, port(), &s.cluster, &now, ASK_TIMEOUT).await {
+            let dial = shared.dial();
+            match client::set_auth_pass(&dial, &ip, port(), &s.cluster, &now, ASK_TIMEOUT).await {
                 Ok(()) => {
                     tracing::info!("gave Sentinel the rotated password (auth-pass)");
                     password = now;
@@ -152,87 +187,9 @@ async fn supervise(
     }
 }
 
-async fn read_cluster(client: &kube::Client, s: &Settings) -> Result<RedisCluster, String> {
-    let api: Api<RedisCluster> = Api::namespaced(client.clone(), &s.namespace);
-    match tokio::time::timeout(API_TIMEOUT, api.get(&s.cluster)).await {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(format!("reading RedisCluster {}: {e}", s.cluster)),
-        Err(_) => Err(format!("reading RedisCluster {}: no answer", s.cluster)),
-    }
-}
-
-fn read_password(s: &Settings, cluster: &RedisCluster) -> Result<String, String> {
-    let secret = super::secrets::auth_secret(&s.cluster, &cluster.spec);
-    let path = s.projected_dir.join(&secret).join(names::KEY_PASSWORD);
-    match std::fs::read_to_string(&path) {
-        Ok(p) if !p.trim().is_empty() => Ok(p.trim_end_matches(['\n', '\r']).to_owned()),
-        _ => Err(format!(
-            "the password ({}) is not projected yet",
-            path.display()
-        )),
-    }
-}
-
 enum Start {
     Wait(String),
     Failed(anyhow::Error),
-}
-
-/// The master to seed a new Sentinel with: what the other Sentinels say, else
-/// `currentPrimary`'s pod IP.
-async fn seed(
-    client: &kube::Client,
-    s: &Settings,
-    cluster: &RedisCluster,
-) -> Result<String, String> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &s.namespace);
-    let lp = ListParams::default().labels(&format!("{}={}", names::LABEL_CLUSTER, s.cluster));
-    let list = tokio::time::timeout(API_TIMEOUT, pods.list(&lp))
-        .await
-        .map_err(|_| "listing the cluster's pods: no answer".to_owned())?
-        .map_err(|e| format!("listing the cluster's pods: {e}"))?;
-    let mut data = std::collections::BTreeMap::new();
-    let mut others = Vec::new();
-    for p in list.items {
-        let sentinel = p
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(names::LABEL_WORKLOAD))
-            .is_some_and(|w| w == names::workload::SENTINEL);
-        let (Some(name), Some(ip)) = (
-            p.metadata.name.clone(),
-            p.status
-                .and_then(|st| st.pod_ip)
-                .filter(|ip| !ip.is_empty()),
-        ) else {
-            continue;
-        };
-        if sentinel && name != s.pod {
-            others.push(ip);
-        } else if !sentinel && names::ordinal_of(&s.cluster, &name).is_some() {
-            data.insert(name, ip);
-        }
-    }
-    let answers: Vec<Answer> = client::ask_all(&others, port(), &s.cluster, ASK_TIMEOUT).await;
-    // The other Sentinels hold the current truth; one of them naming a data pod is enough
-    // to seed (this Sentinel learns the rest from their hello messages).
-    if let Reading::Agreed { ip, .. } =
-        quorum::read(&answers, |ip| data.values().any(|d| d == ip), 1)
-    {
-        return Ok(ip);
-    }
-    let current = cluster
-        .status
-        .as_ref()
-        .map(|st| st.current_primary.clone())
-        .unwrap_or_default();
-    if current.is_empty() {
-        return Err("status.currentPrimary is empty and no other Sentinel names a master".into());
-    }
-    data.get(&current).cloned().ok_or_else(|| {
-        format!("the primary's pod {current} has no IP yet and no other Sentinel names a master")
-    })
 }
 
 async fn start(
@@ -242,14 +199,24 @@ async fn start(
     password: &str,
 ) -> Result<tokio::process::Child, Start> {
     let s = &shared.settings;
+    let dial = shared.dial();
     let path = s.paths.data_dir.join(CONF_FILE);
     let kept = path.exists();
     if kept {
         tracing::info!(path = %path.display(), "keeping Sentinel's own state from before the restart");
     } else {
-        let master = seed(client, s, cluster).await.map_err(Start::Wait)?;
+        let master = seed(client, s, &dial, cluster).await.map_err(Start::Wait)?;
         let bind = s.pod_ip.to_string();
         let dir = s.paths.data_dir.to_string_lossy().into_owned();
+        let file = |k: &str| s.paths.tls_dir.join(k).to_string_lossy().into_owned();
+        let (cert, key, ca) = (
+            file(names::KEY_TLS_CRT),
+            file(names::KEY_TLS_KEY),
+            file(names::KEY_CA_CRT),
+        );
+        if dial.is_tls() {
+            tls_projected(&[&cert, &key, &ca]).map_err(Start::Wait)?;
+        }
         let text = conf::render(&conf::Input {
             name: &s.cluster,
             bind: &bind,
@@ -258,6 +225,11 @@ async fn start(
             master_port: names::REDIS_PORT as u16,
             password,
             dir: &dir,
+            tls: dial.is_tls().then_some(conf::Tls {
+                cert: &cert,
+                key: &key,
+                ca: &ca,
+            }),
         });
         write_private(&path, &text)
             .with_context(|| format!("writing {}", path.display()))
@@ -278,8 +250,7 @@ async fn start(
     let ip = s.pod_ip.to_string();
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
-        if let Ok(mut c) =
-            crate::instance::resp::Conn::tcp(&format!("{ip}:{}", port()), ASK_TIMEOUT).await
+        if let Ok(mut c) = dial.conn(&ip, port(), ASK_TIMEOUT).await
             && c.command(&["PING"]).await.is_ok()
         {
             break;
@@ -298,7 +269,8 @@ async fn start(
     }
     tracing::info!(pid = child.id().unwrap_or(0), "started Sentinel");
     if kept
-        && let Err(e) = client::set_auth_pass(&ip, port(), &s.cluster, password, ASK_TIMEOUT).await
+        && let Err(e) =
+            client::set_auth_pass(&dial, &ip, port(), &s.cluster, password, ASK_TIMEOUT).await
     {
         tracing::warn!(error = %e, "SENTINEL SET auth-pass failed");
     }
@@ -312,6 +284,23 @@ async fn stop(child: &mut tokio::process::Child, grace: Duration) {
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         tracing::warn!("Sentinel still running at the end of the grace period; SIGKILL");
         let _ = child.kill().await;
+    }
+}
+
+/// A hash of the TLS files when Sentinel speaks TLS and they are all readable.
+fn tls_files(shared: &Shared) -> Option<String> {
+    if !shared.dial().is_tls() {
+        return None;
+    }
+    let names = [names::KEY_TLS_CRT, names::KEY_TLS_KEY, names::KEY_CA_CRT];
+    super::manager::files_hash(&shared.settings.paths.tls_dir, &names)
+}
+
+/// Whether the TLS files are all there (the kubelet projects them); why not.
+fn tls_projected(files: &[&str]) -> Result<(), String> {
+    match files.iter().find(|f| !std::path::Path::new(f).is_file()) {
+        Some(f) => Err(format!("the TLS file {f} is not projected yet")),
+        None => Ok(()),
     }
 }
 
@@ -370,7 +359,16 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
         return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
     let s = &shared.settings;
-    match client::ask(&s.pod_ip.to_string(), port(), &s.cluster, ASK_TIMEOUT).await {
+    let dial = shared.dial();
+    match client::ask(
+        &dial,
+        &s.pod_ip.to_string(),
+        port(),
+        &s.cluster,
+        ASK_TIMEOUT,
+    )
+    .await
+    {
         Answer::Master { .. } => (StatusCode::OK, "ok").into_response(),
         Answer::Unknown => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -16,8 +16,8 @@
 //!   resolved, wait and say why. Never "I am first".
 //!
 //! [`sight`] gathers the inputs: the cluster's pods from the API, the Sentinels' answers
-//! (retried by the boot loop on every pass, so a Sentinel briefly unreachable only delays
-//! the boot), and the peers' own reports of their role.
+//! (over TLS when the cluster has it; retried by the boot loop on every pass, so a Sentinel
+//! briefly unreachable only delays the boot), and the peers' own reports of their role.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
 use super::decide::{Boot, PrimaryAddr, View};
+use super::dial::Dial;
 use super::fence::Fencing;
 use super::manager::Instance;
 use crate::names;
@@ -104,8 +105,9 @@ pub fn decide(
     }
 }
 
-/// Gathers the [`Sight`] of `inst` (see the module contract).
-pub async fn sight(inst: &Instance) -> Result<Sight, String> {
+/// Gathers the [`Sight`] of `inst`, reaching the Sentinels with `dial` (see the module
+/// contract).
+pub async fn sight(inst: &Instance, dial: &Dial) -> Result<Sight, String> {
     let s = &inst.settings;
     let pods: Api<Pod> = Api::namespaced(inst.client.clone(), &s.namespace);
     let lp = ListParams::default().labels(&format!("{}={}", names::LABEL_CLUSTER, s.cluster));
@@ -137,6 +139,7 @@ pub async fn sight(inst: &Instance) -> Result<Sight, String> {
         }
     }
     let answers = client::ask_all(
+        dial,
         &sentinels,
         names::SENTINEL_PORT as u16,
         &s.cluster,

@@ -1,5 +1,5 @@
-//! Asking Sentinels over RESP (TCP, port 26379): the master's address and flags, one
-//! Sentinel or all of them at once.
+//! Asking Sentinels over RESP (port 26379, plain TCP or TLS as the caller's [`Dial`] says):
+//! the master's address and flags, one Sentinel or all of them at once.
 //!
 //! Contract: [`ask`] never fails: a Sentinel that does not answer within the timeout, or
 //! answers something unexpected, is [`Answer::Unreachable`] with the reason; one that does
@@ -9,18 +9,19 @@
 use std::time::Duration;
 
 use super::quorum::Answer;
-use crate::instance::resp::{Conn, Value};
+use crate::instance::dial::Dial;
+use crate::instance::resp::Value;
 
 /// Asks the Sentinel at `ip:port` about master `name`.
-pub async fn ask(ip: &str, port: u16, name: &str, timeout: Duration) -> Answer {
-    match tokio::time::timeout(timeout, ask_inner(ip, port, name, timeout)).await {
+pub async fn ask(dial: &Dial, ip: &str, port: u16, name: &str, timeout: Duration) -> Answer {
+    match tokio::time::timeout(timeout, ask_inner(dial, ip, port, name, timeout)).await {
         Ok(a) => a,
         Err(_) => Answer::Unreachable(format!("{ip}:{port}: no answer within {timeout:?}")),
     }
 }
 
-async fn ask_inner(ip: &str, port: u16, name: &str, timeout: Duration) -> Answer {
-    let mut c = match Conn::tcp(&format!("{ip}:{port}"), timeout).await {
+async fn ask_inner(dial: &Dial, ip: &str, port: u16, name: &str, timeout: Duration) -> Answer {
+    let mut c = match dial.conn(ip, port, timeout).await {
         Ok(c) => c,
         Err(e) => return Answer::Unreachable(format!("{ip}:{port}: {e}")),
     };
@@ -56,15 +57,27 @@ pub fn flags_of(kv: &[Value]) -> String {
 }
 
 /// Asks every Sentinel in `ips` (on `port`) at once.
-pub async fn ask_all(ips: &[String], port: u16, name: &str, timeout: Duration) -> Vec<Answer> {
-    futures::future::join_all(ips.iter().map(|ip| ask(ip, port, name, timeout))).await
+pub async fn ask_all(
+    dial: &Dial,
+    ips: &[String],
+    port: u16,
+    name: &str,
+    timeout: Duration,
+) -> Vec<Answer> {
+    futures::future::join_all(ips.iter().map(|ip| ask(dial, ip, port, name, timeout))).await
 }
 
 /// How many replicas and other Sentinels the Sentinel at `ip:port` knows for master `name`
 /// (stale ones included), `None` when it does not say.
-pub async fn known(ip: &str, port: u16, name: &str, timeout: Duration) -> Option<(i64, i64)> {
+pub async fn known(
+    dial: &Dial,
+    ip: &str,
+    port: u16,
+    name: &str,
+    timeout: Duration,
+) -> Option<(i64, i64)> {
     let ask = async {
-        let mut c = Conn::tcp(&format!("{ip}:{port}"), timeout).await.ok()?;
+        let mut c = dial.conn(ip, port, timeout).await.ok()?;
         let Value::Array(Some(kv)) = c.command(&["SENTINEL", "master", name]).await.ok()? else {
             return None;
         };
@@ -80,8 +93,15 @@ pub async fn known(ip: &str, port: u16, name: &str, timeout: Duration) -> Option
 
 /// Sends `SENTINEL RESET <name>` to the Sentinel at `ip:port`: it forgets the replicas and
 /// Sentinels it knows and rediscovers the live ones within seconds.
-pub async fn reset(ip: &str, port: u16, name: &str, timeout: Duration) -> Result<(), String> {
-    let mut c = Conn::tcp(&format!("{ip}:{port}"), timeout)
+pub async fn reset(
+    dial: &Dial,
+    ip: &str,
+    port: u16,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let mut c = dial
+        .conn(ip, port, timeout)
         .await
         .map_err(|e| e.to_string())?;
     c.command(&["SENTINEL", "RESET", name])
@@ -92,13 +112,15 @@ pub async fn reset(ip: &str, port: u16, name: &str, timeout: Duration) -> Result
 
 /// Sends `SENTINEL SET <name> auth-pass <password>` to the Sentinel at `ip:port`.
 pub async fn set_auth_pass(
+    dial: &Dial,
     ip: &str,
     port: u16,
     name: &str,
     password: &str,
     timeout: Duration,
 ) -> Result<(), String> {
-    let mut c = Conn::tcp(&format!("{ip}:{port}"), timeout)
+    let mut c = dial
+        .conn(ip, port, timeout)
         .await
         .map_err(|e| e.to_string())?;
     c.command(&["SENTINEL", "SET", name, "auth-pass", password])

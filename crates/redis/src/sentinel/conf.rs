@@ -7,6 +7,12 @@
 //! `parallel-syncs 1`) and the cluster's password as `auth-pass`. Scripts cannot be
 //! reconfigured at runtime. Values are quoted as redis.conf parses them, so no value can
 //! inject a directive.
+//!
+//! With TLS ([`Input::tls`], the cluster's `tlsSecret`/`caSecret` projected at `/tls`): no
+//! plain port (`port 0`), TLS on the Sentinel port (`tls-port`, announced as before), the
+//! user's certificate, key and CA, `tls-auth-clients optional` (as the data pods: clients need
+//! the CA, not a certificate of their own) and `tls-replication yes`, which makes the Sentinel
+//! speak TLS to the data pods and to the other Sentinels.
 
 use crate::instance::config::quote;
 
@@ -27,14 +33,38 @@ pub struct Input<'a> {
     pub password: &'a str,
     /// The state directory.
     pub dir: &'a str,
+    /// TLS, when the cluster has it.
+    pub tls: Option<Tls<'a>>,
+}
+
+/// The TLS files, as paths in the pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tls<'a> {
+    /// The certificate (`tls.crt`).
+    pub cert: &'a str,
+    /// Its key (`tls.key`).
+    pub key: &'a str,
+    /// The CA (`ca.crt`).
+    pub ca: &'a str,
 }
 
 /// The file (see the module contract).
 pub fn render(i: &Input<'_>) -> String {
     let n = quote(i.name);
+    let listen = match &i.tls {
+        None => vec![format!("port {}", i.port)],
+        Some(t) => vec![
+            "port 0".to_owned(),
+            format!("tls-port {}", i.port),
+            format!("tls-cert-file {}", quote(t.cert)),
+            format!("tls-key-file {}", quote(t.key)),
+            format!("tls-ca-cert-file {}", quote(t.ca)),
+            "tls-auth-clients optional".to_owned(),
+            "tls-replication yes".to_owned(),
+        ],
+    };
+    let head = [format!("bind {}", i.bind)];
     let lines = [
-        format!("bind {}", i.bind),
-        format!("port {}", i.port),
         "protected-mode no".to_owned(),
         "daemonize no".to_owned(),
         format!("dir {}", quote(i.dir)),
@@ -59,7 +89,8 @@ pub fn render(i: &Input<'_>) -> String {
         format!("sentinel parallel-syncs {n} {}", super::PARALLEL_SYNCS),
         format!("sentinel auth-pass {n} {}", quote(i.password)),
     ];
-    let mut out = lines.join("\n");
+    let all: Vec<String> = head.into_iter().chain(listen).chain(lines).collect();
+    let mut out = all.join("\n");
     out.push('\n');
     out
 }
@@ -77,7 +108,56 @@ mod tests {
             master_port: 6379,
             password,
             dir: "/data",
+            tls: None,
         }
+    }
+
+    fn tls() -> Tls<'static> {
+        Tls {
+            cert: "/tls/tls.crt",
+            key: "/tls/tls.key",
+            ca: "/tls/ca.crt",
+        }
+    }
+
+    #[test]
+    fn with_tls_only_the_tls_port_listens() {
+        let text = render(&Input {
+            tls: Some(tls()),
+            ..input("s3cret")
+        });
+        for want in [
+            "port 0\n",
+            "tls-port 26379\n",
+            "tls-cert-file \"/tls/tls.crt\"\n",
+            "tls-key-file \"/tls/tls.key\"\n",
+            "tls-ca-cert-file \"/tls/ca.crt\"\n",
+            "tls-auth-clients optional\n",
+            "tls-replication yes\n",
+            "sentinel announce-port 26379\n",
+            "sentinel monitor \"demo\" 127.2.0.3 6379 2\n",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        assert!(!text.contains("\nport 26379"), "{text}");
+    }
+
+    #[test]
+    fn without_tls_no_tls_directive() {
+        let text = render(&input("s3cret"));
+        assert!(!text.contains("tls-"), "{text}");
+    }
+
+    #[test]
+    fn a_tls_path_cannot_inject_a_directive() {
+        let text = render(&Input {
+            tls: Some(Tls {
+                cert: "/tls/x\"\nport 1234",
+                ..tls()
+            }),
+            ..input("s3cret")
+        });
+        assert!(!text.lines().any(|l| l == "port 1234"), "{text}");
     }
 
     #[test]

@@ -251,9 +251,7 @@ fn redis(m: &Model) -> Container {
         mount("instance-token", instance_api::TOKEN_MOUNT, true),
         mount("instance-tls", instance_api::TLS_MOUNT, true),
     ];
-    if m.spec.tls_secret.is_some() {
-        mounts.push(mount("tls", names::TLS_DIR, true));
-    }
+    mounts.extend(tls_mount(m));
     if m.spec.backup_credentials_secret.is_some() {
         mounts.push(mount(
             "backup-credentials",
@@ -398,25 +396,7 @@ fn volumes(m: &Model, ordinal: i32) -> Vec<Volume> {
         secret_volume("instance-token", instance_api::token_secret(&m.name)),
         secret_volume("instance-tls", instance_api::server_secret(&m.name)),
     ];
-    if let (Some(tls), Some(ca)) = (&m.spec.tls_secret, &m.spec.ca_secret) {
-        out.push(Volume {
-            name: "tls".into(),
-            projected: Some(ProjectedVolumeSource {
-                sources: Some(vec![
-                    secret_items(
-                        &tls.name,
-                        &[
-                            (names::KEY_TLS_CRT, names::KEY_TLS_CRT.into()),
-                            (names::KEY_TLS_KEY, names::KEY_TLS_KEY.into()),
-                        ],
-                    ),
-                    secret_items(&ca.name, &[(names::KEY_CA_CRT, names::KEY_CA_CRT.into())]),
-                ]),
-                ..ProjectedVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
-    }
+    out.extend(tls_volume(m));
     if let Some(b) = &m.spec.backup_credentials_secret {
         // Only backups and the bootstrap restore read it: Redis runs without it (the kubelet
         // projects it once it exists), unless the first primary must be restored from it.
@@ -435,6 +415,36 @@ pub fn bootstraps(m: &Model) -> bool {
         .bootstrap
         .as_ref()
         .is_some_and(|b| !b.backup_name.is_empty())
+}
+
+/// The user's TLS (`tlsSecret`'s `tls.crt`/`tls.key`, `caSecret`'s `ca.crt`) projected into
+/// one volume `tls`, when the cluster has TLS (data and Sentinel pods alike).
+pub fn tls_volume(m: &Model) -> Option<Volume> {
+    let (Some(tls), Some(ca)) = (&m.spec.tls_secret, &m.spec.ca_secret) else {
+        return None;
+    };
+    Some(Volume {
+        name: "tls".into(),
+        projected: Some(ProjectedVolumeSource {
+            sources: Some(vec![
+                secret_items(
+                    &tls.name,
+                    &[
+                        (names::KEY_TLS_CRT, names::KEY_TLS_CRT.into()),
+                        (names::KEY_TLS_KEY, names::KEY_TLS_KEY.into()),
+                    ],
+                ),
+                secret_items(&ca.name, &[(names::KEY_CA_CRT, names::KEY_CA_CRT.into())]),
+            ]),
+            ..ProjectedVolumeSource::default()
+        }),
+        ..Volume::default()
+    })
+}
+
+/// Its read-only mount at [`names::TLS_DIR`], with [`tls_volume`].
+pub fn tls_mount(m: &Model) -> Option<VolumeMount> {
+    tls_volume(m).map(|_| mount("tls", names::TLS_DIR, true))
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@
 //!   Sentinel mode. Ports 26379 `sentinel` and 8080 `http` (HTTPS: `/healthz`, `/readyz`
 //!   only). It sees the cluster's password (`auth-pass`) through the same projected Secret
 //!   as the data pods, and the instance API's serving certificate for its probes; no API
-//!   token (it serves no `/v1`).
+//!   token (it serves no `/v1`). With TLS (`tlsSecret` and `caSecret`) the user's certificate,
+//!   key and CA are projected read-only at `/tls` as in the data pods (Sentinel then listens
+//!   with TLS only), so the spec hash, and with it the Sentinel pods, follow TLS.
 //! - Labels `redis.io/instance=<pod>`, `redis.io/role=sentinel`, `redis.io/workload=sentinel`;
 //!   the `redis.io/spec-hash` annotation covers the pod spec (operator image left out).
 //! - The Service selects `{cluster, role=sentinel}` (upstream's selector).
@@ -24,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::pod::{
     PROCESS_NODE_KEY, READINESS_PERIOD_SECONDS, REDIS_UID, copy_manager, field_env, https_probe,
-    mount, port, restricted, secret_items, secret_volume, spec_hash,
+    mount, port, restricted, secret_items, secret_volume, spec_hash, tls_mount, tls_volume,
 };
 use super::{PodSettings, owned_meta};
 use crate::cluster::model::Model;
@@ -140,12 +142,17 @@ fn container(m: &Model) -> Container {
         ]),
         liveness_probe: Some(liveness),
         readiness_probe: Some(readiness),
-        volume_mounts: Some(vec![
-            mount("data", names::DATA_DIR, false),
-            mount("controller", names::CONTROLLER_DIR, false),
-            mount("projected", names::PROJECTED_DIR, true),
-            mount("instance-tls", instance_api::TLS_MOUNT, true),
-        ]),
+        volume_mounts: Some(
+            [
+                mount("data", names::DATA_DIR, false),
+                mount("controller", names::CONTROLLER_DIR, false),
+                mount("projected", names::PROJECTED_DIR, true),
+                mount("instance-tls", instance_api::TLS_MOUNT, true),
+            ]
+            .into_iter()
+            .chain(tls_mount(m))
+            .collect(),
+        ),
         security_context: Some(restricted()),
         ..Container::default()
     }
@@ -160,7 +167,7 @@ fn empty_dir(name: &str) -> Volume {
 }
 
 fn volumes(m: &Model) -> Vec<Volume> {
-    vec![
+    [
         empty_dir("data"),
         empty_dir("controller"),
         Volume {
@@ -179,6 +186,9 @@ fn volumes(m: &Model) -> Vec<Volume> {
         },
         secret_volume("instance-tls", instance_api::server_secret(&m.name)),
     ]
+    .into_iter()
+    .chain(tls_volume(m))
+    .collect()
 }
 
 /// `<cluster>-sentinel` on port 26379, selecting the Sentinel pods.
@@ -253,6 +263,56 @@ mod tests {
                 .annotations
                 .expect("ann")
                 .contains_key(names::ANN_SPEC_HASH)
+        );
+    }
+
+    #[test]
+    fn with_tls_the_users_certificates_are_mounted_and_the_hash_changes() {
+        let plain = model(json!({"instances": 3, "mode": "sentinel", "storage": {"size": "1Gi"}}));
+        let tls = model(
+            json!({"instances": 3, "mode": "sentinel", "storage": {"size": "1Gi"},
+            "tlsSecret": {"name": "srv"}, "caSecret": {"name": "ca"}}),
+        );
+        let (p, t) = (pod(&plain, &settings(), 0), pod(&tls, &settings(), 0));
+        let hash =
+            |p: &Pod| p.metadata.annotations.as_ref().expect("ann")[names::ANN_SPEC_HASH].clone();
+        assert_ne!(hash(&p), hash(&t), "TLS on rolls the Sentinel pods");
+        let spec = |p: &Pod| p.spec.clone().expect("spec");
+        let mount_of = |p: &Pod| {
+            spec(p).containers[0]
+                .volume_mounts
+                .iter()
+                .flatten()
+                .find(|v| v.mount_path == names::TLS_DIR)
+                .cloned()
+        };
+        assert_eq!(mount_of(&p), None);
+        let m = mount_of(&t).expect("/tls mounted");
+        assert_eq!((m.name.as_str(), m.read_only), ("tls", Some(true)));
+        let v = spec(&t)
+            .volumes
+            .into_iter()
+            .flatten()
+            .find(|v| v.name == "tls")
+            .expect("tls volume");
+        let sources = v.projected.expect("projected").sources.expect("sources");
+        let named: Vec<(String, Vec<String>)> = sources
+            .iter()
+            .filter_map(|s| s.secret.as_ref())
+            .map(|s| {
+                let keys = s.items.iter().flatten().map(|i| i.path.clone()).collect();
+                (s.name.clone(), keys)
+            })
+            .collect();
+        assert_eq!(
+            named,
+            [
+                (
+                    "srv".to_owned(),
+                    vec!["tls.crt".to_owned(), "tls.key".to_owned()]
+                ),
+                ("ca".to_owned(), vec!["ca.crt".to_owned()]),
+            ]
         );
     }
 

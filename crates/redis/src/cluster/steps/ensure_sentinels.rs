@@ -7,8 +7,11 @@
 //!   are created, and one whose spec hash is stale is replaced, one at a time and only while
 //!   the three are Ready.
 //! - Every Sentinel with an IP is asked `SENTINEL get-master-addr-by-name <cluster>` (all at
-//!   once, short timeout). The answers are read by [`crate::sentinel::quorum::read`]: an
-//!   address that is not a data pod of this cluster is ignored; two Sentinels must agree.
+//!   once, short timeout), over TLS trusting `caSecret`'s `ca.crt` (read from the API at
+//!   every pass; user Secrets are not cached) when the cluster has TLS: a CA that cannot be
+//!   read is a wait, said in `phaseReason`. The answers are read by
+//!   [`crate::sentinel::quorum::read`]: an address that is not a data pod of this cluster is
+//!   ignored; two Sentinels must agree.
 //! - [`follow`] decides: when the agreed master is another data pod **and it reports itself
 //!   primary**, the `-leader` Service is pointed at it first, then `currentPrimary` and
 //!   `targetPrimary` name it (written by `update_status` right after, with the role labels
@@ -26,15 +29,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kit::pipeline::{Flow, Step, StepResult};
 use kit::reconcile::ReconcileError;
-use kube::ResourceExt;
+use kube::{Api, ResourceExt};
 
 use crate::cluster::apply::WriteError;
+use crate::cluster::build::secret::value;
 use crate::cluster::build::{sentinel as build, service};
 use crate::cluster::facts::{Members, PodFacts};
 use crate::cluster::{FAST, Pass};
+use crate::instance::dial::{Ca, Dial};
 use crate::names;
 use crate::sentinel::quorum::{self, Reading};
 use crate::sentinel::{QUORUM, SENTINELS, client};
@@ -150,7 +155,34 @@ async fn ensure_pods(pass: &mut Pass) -> Result<bool, WriteError> {
     Ok(moved)
 }
 
-async fn read_sentinels(pass: &Pass) -> (Reading, Vec<quorum::Answer>) {
+/// How the operator reaches the Sentinels: TLS trusting `caSecret`'s `ca.crt` when the
+/// cluster has TLS; why not when that CA cannot be read.
+async fn dial(pass: &Pass) -> Result<Dial, String> {
+    let Some(ca) = pass.model.spec.ca_secret.as_ref() else {
+        return Ok(Dial::Tcp);
+    };
+    if !crate::instance::config::tls_enabled(&pass.model.spec) {
+        return Ok(Dial::Tcp);
+    }
+    let api: Api<Secret> = Api::namespaced(pass.ctx.client.clone(), &pass.model.namespace);
+    let read = tokio::time::timeout(Duration::from_secs(5), api.get_opt(&ca.name)).await;
+    let secret = match read {
+        Err(_) => return Err(format!("reading caSecret {}: no answer", ca.name)),
+        Ok(Err(e)) => return Err(format!("reading caSecret {}: {e}", ca.name)),
+        Ok(Ok(None)) => return Err(format!("caSecret {} does not exist", ca.name)),
+        Ok(Ok(Some(s))) => s,
+    };
+    match value(&secret, names::KEY_CA_CRT).filter(|v| !v.trim().is_empty()) {
+        Some(pem) => Ok(Dial::Tls(Ca::Pem(pem))),
+        None => Err(format!(
+            "caSecret {} has no {} to reach the Sentinels over TLS",
+            ca.name,
+            names::KEY_CA_CRT
+        )),
+    }
+}
+
+async fn read_sentinels(pass: &Pass, dial: &Dial) -> (Reading, Vec<quorum::Answer>) {
     let ips: Vec<String> = pass
         .seen
         .sentinels
@@ -158,6 +190,7 @@ async fn read_sentinels(pass: &Pass) -> (Reading, Vec<quorum::Answer>) {
         .filter_map(|p| PodFacts::of(p, false).ip)
         .collect();
     let answers = client::ask_all(
+        dial,
         &ips,
         names::SENTINEL_PORT as u16,
         &pass.model.name,
@@ -179,7 +212,7 @@ pub fn stale(replicas: i64, others: i64, data_pods: usize) -> bool {
     others > i64::from(SENTINELS - 1) || replicas > data_pods as i64 - 1
 }
 
-async fn reset_stale(pass: &Pass) -> bool {
+async fn reset_stale(pass: &Pass, dial: &Dial) -> bool {
     let data_pods = pass.members.iter().filter(|m| m.pod.is_some()).count();
     let port = names::SENTINEL_PORT as u16;
     for (name, p) in &pass.seen.sentinels {
@@ -187,14 +220,14 @@ async fn reset_stale(pass: &Pass) -> bool {
             continue;
         };
         let Some((replicas, others)) =
-            client::known(&ip, port, &pass.model.name, ASK_TIMEOUT).await
+            client::known(dial, &ip, port, &pass.model.name, ASK_TIMEOUT).await
         else {
             continue;
         };
         if !stale(replicas, others, data_pods) {
             continue;
         }
-        match client::reset(&ip, port, &pass.model.name, ASK_TIMEOUT).await {
+        match client::reset(dial, &ip, port, &pass.model.name, ASK_TIMEOUT).await {
             Ok(()) => {
                 let note = format!(
                     "{name} knew {others} other Sentinels and {replicas} replicas for {data_pods} data pods; SENTINEL RESET"
@@ -278,7 +311,14 @@ impl Step<Pass> for EnsureSentinels {
                 });
             }
             withdraw_switchover(pass).await;
-            let (reading, answers) = read_sentinels(pass).await;
+            let dial = match dial(pass).await {
+                Ok(d) => d,
+                Err(why) => {
+                    pass.sentinel = Some(why);
+                    return Ok(Flow::delay(FAST * 2));
+                }
+            };
+            let (reading, answers) = read_sentinels(pass, &dial).await;
             let current = pass.model.status.current_primary.clone();
             let ready = ready_count(pass);
             let mut wait = match follow(&current, &reading, &pass.members) {
@@ -293,7 +333,7 @@ impl Step<Pass> for EnsureSentinels {
                 wait = Some(format!("{ready} of {SENTINELS} Sentinels are Ready"));
             }
             let settled = wait.is_none() && !moved && !quorum::failover_in_progress(&answers);
-            let reset = settled && reset_stale(pass).await;
+            let reset = settled && reset_stale(pass, &dial).await;
             let soon = wait.is_some() || moved || reset;
             pass.sentinel = wait;
             Ok(if soon {
