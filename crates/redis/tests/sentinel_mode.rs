@@ -108,6 +108,36 @@ async fn healthy_with_sentinels(env: &Env) -> RedisCluster {
     .await
 }
 
+/// SIGKILLs demo-0's container whenever it runs until the operator, following the
+/// Sentinels, names another primary; counts the kills. Its first restart is immediate (and
+/// Sentinel, not having noticed, still names it, so it comes back as primary); later ones
+/// back off, so it stays down past Sentinel's down-after-milliseconds and Sentinel fails over.
+async fn kill_until_sentinel_moves_the_primary(env: &Env, kills: &AtomicU32) -> RedisCluster {
+    testenv::eventually(
+        "the operator follows Sentinel away from demo-0",
+        T,
+        || async {
+            let rc = env.clusters().get("demo").await.ok()?;
+            let current = rc.status.as_ref().map(|s| s.current_primary.clone());
+            if current
+                .as_deref()
+                .is_some_and(|c| !c.is_empty() && c != "demo-0")
+            {
+                return Some(rc);
+            }
+            if procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
+                .await
+                .is_ok()
+            {
+                kills.fetch_add(1, Ordering::SeqCst);
+            }
+            None
+        },
+    )
+    .await
+    .expect("failover")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sentinel_cluster_comes_up_healthy_with_three_sentinels_agreeing_on_the_primary() {
     let env = Env::on_process_nodes("rc-sentinel", &[]).await;
@@ -200,37 +230,10 @@ async fn sentinel_fails_over_a_killed_primary_and_the_operator_follows_with_no_a
     let sampler = Sampler::start(pods.clone(), "demo", pw.clone());
 
     // The primary's container (instance manager and redis-server) is SIGKILLed whenever it
-    // runs: its first restart is immediate (and Sentinel, not having noticed, still names it,
-    // so it comes back as primary), later ones back off, so it stays down past Sentinel's
-    // down-after-milliseconds and Sentinel fails over.
+    // runs, until Sentinel fails over.
     let started = Instant::now();
     let kills = AtomicU32::new(0);
-    let kill = || async {
-        if procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
-            .await
-            .is_ok()
-        {
-            kills.fetch_add(1, Ordering::SeqCst);
-        }
-    };
-    let rc = testenv::eventually(
-        "the operator follows Sentinel away from demo-0",
-        T,
-        || async {
-            let rc = env.clusters().get("demo").await.ok()?;
-            let current = rc.status.as_ref().map(|s| s.current_primary.clone());
-            if current
-                .as_deref()
-                .is_some_and(|c| !c.is_empty() && c != "demo-0")
-            {
-                return Some(rc);
-            }
-            kill().await;
-            None
-        },
-    )
-    .await
-    .expect("failover");
+    let rc = kill_until_sentinel_moves_the_primary(&env, &kills).await;
     let failover = started.elapsed();
     let promoted = rc.status.expect("status").current_primary;
     assert!(
@@ -490,25 +493,7 @@ async fn a_sentinel_cluster_with_tls_speaks_only_tls_and_fails_over() {
     // SIGKILL the primary's container whenever it runs (see the plain-TCP failover test):
     // Sentinel, over TLS, fails over and the operator follows.
     let started = Instant::now();
-    let rc = testenv::eventually(
-        "the operator follows Sentinel away from demo-0",
-        T,
-        || async {
-            let rc = env.clusters().get("demo").await.ok()?;
-            let current = rc.status.as_ref().map(|s| s.current_primary.clone());
-            if current
-                .as_deref()
-                .is_some_and(|c| !c.is_empty() && c != "demo-0")
-            {
-                return Some(rc);
-            }
-            let _ = procnode::signal(&env.admin, &env.ns.name, "demo-0", "redis", Signal::SIGKILL)
-                .await;
-            None
-        },
-    )
-    .await
-    .expect("failover");
+    let rc = kill_until_sentinel_moves_the_primary(&env, &AtomicU32::new(0)).await;
     let failover = started.elapsed();
     let promoted = rc.status.expect("status").current_primary;
     assert!(
