@@ -300,22 +300,11 @@ where
 /// Builds `--bin bin` of `package` with the caller's profile (release unless built with
 /// debug assertions) and returns the executable's path.
 pub fn build_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
-    let mut cmd = crate::cargo::command();
-    cmd.args(["build", "-p", package, "--bin", bin]);
+    let mut args = vec!["-p", package, "--bin", bin];
     if !cfg!(debug_assertions) {
-        cmd.arg("--release");
+        args.push("--release");
     }
-    let out = cmd
-        .arg("--message-format=json-render-diagnostics")
-        .stderr(Stdio::inherit())
-        .output()?;
-    anyhow::ensure!(out.status.success(), "building {bin} failed");
-    String::from_utf8(out.stdout)?
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == bin)
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| anyhow::anyhow!("cargo reported no {bin} executable"))
+    crate::cargo::build_executable(&args, bin)
 }
 
 /// Waits until `GET http://<addr>/readyz` answers 200 (an operator's probe endpoint), while

@@ -6,7 +6,8 @@
 //! their crate and everything above it are rebuilt in the shared target dir, under the feet of
 //! the programs running beside it, and rebuilt once more by the next plain build.
 
-use std::process::Command;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 /// Whether `name` is one of the variables cargo sets for a program it runs.
 pub fn set_by_cargo(name: &str) -> bool {
@@ -33,6 +34,25 @@ pub fn command() -> Command {
         }
     }
     cmd
+}
+
+/// `cargo build <args>` (as [`command`] runs it; its diagnostics go to stderr) and the path of
+/// the executable it built for target `name`.
+pub fn build_executable(args: &[&str], name: &str) -> anyhow::Result<PathBuf> {
+    let out = command()
+        .arg("build")
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run cargo to build {name}: {e}"))?;
+    anyhow::ensure!(out.status.success(), "cargo build of {name} failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| anyhow::anyhow!("cargo reported no {name} executable"))
 }
 
 #[cfg(test)]

@@ -234,9 +234,7 @@ impl Drop for Simulator {
 /// Builds `vksim` with this example's profile (and the example itself, so features
 /// resolve as for this build and nothing is rebuilt); returns the binary's path.
 pub fn build_simulator() -> anyhow::Result<PathBuf> {
-    let mut cmd = testenv::cargo::command();
-    cmd.args([
-        "build",
+    let mut args = vec![
         "-p",
         "cocoon",
         "--example",
@@ -245,19 +243,9 @@ pub fn build_simulator() -> anyhow::Result<PathBuf> {
         "vksim",
         "--bin",
         "vksim",
-    ]);
+    ];
     if !cfg!(debug_assertions) {
-        cmd.arg("--release");
+        args.push("--release");
     }
-    let out = cmd
-        .arg("--message-format=json-render-diagnostics")
-        .stderr(Stdio::inherit())
-        .output()?;
-    anyhow::ensure!(out.status.success(), "building vksim failed");
-    String::from_utf8(out.stdout)?
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "vksim")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| anyhow::anyhow!("cargo reported no vksim executable"))
+    testenv::cargo::build_executable(&args, "vksim")
 }

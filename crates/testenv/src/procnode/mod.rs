@@ -184,28 +184,17 @@ pub fn build_agent() -> anyhow::Result<PathBuf> {
         return Ok(PathBuf::from(p));
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-    let out = crate::cargo::command()
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "testenv",
-            "--bin",
-            AGENT,
-            "--message-format=json-render-diagnostics",
-        ])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| anyhow::anyhow!("cannot run cargo to build {AGENT}: {e}"))?;
-    anyhow::ensure!(out.status.success(), "cargo build --bin {AGENT} failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == AGENT)
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| anyhow::anyhow!("cargo reported no {AGENT} executable"))
+    let manifest = manifest.to_string_lossy();
+    let args = [
+        "--quiet",
+        "-p",
+        "testenv",
+        "--bin",
+        AGENT,
+        "--manifest-path",
+        &manifest,
+    ];
+    crate::cargo::build_executable(&args, AGENT)
 }
 
 /// A container of a pod on a process-backed node, as the helpers find it.
