@@ -561,9 +561,22 @@ async fn converged_task_makes_no_writes() {
         is(t, "Complete", "True", "AllJobsSucceeded")
     })
     .await;
+    // The pass after the one that recorded the outcome releases the Job's outcome finalizer;
+    // only then is the task converged.
+    testenv::eventually("the Job's outcome finalizer released", WAIT, || async {
+        let jobs = env.jobs().await;
+        let released = !jobs.is_empty()
+            && jobs
+                .iter()
+                .all(|j| !kit::finalizers::has(j, redroid::names::JOB_OUTCOME_FINALIZER));
+        released.then_some(())
+    })
+    .await
+    .expect("outcome finalizer released");
     let results = env.metrics.controller(redroid::names::TASK_CONTROLLER);
     let settled = || results.result_count(ReconcileResult::Success);
-    // Converged: the Job finished and its result is in status; from here a pass writes nothing.
+    // Converged: the Job finished, its result is in status and its finalizer released; from
+    // here a pass writes nothing.
     let before = settled();
     counts.reset();
     let poke = json!({"metadata": {"annotations": {"poke": "1"}}});
