@@ -32,6 +32,8 @@ pub struct Context {
     pub hibernate_tags: crate::cache::HibernateTags,
     /// When each set's current transition started (progress reports may wait).
     pub progress: crate::cocoonset::progress::ProgressClock,
+    /// The status last written per set, for passes whose cached copy lags the write.
+    pub written: crate::cocoonset::written::WrittenStatus,
 }
 
 impl Context {
@@ -51,6 +53,7 @@ impl Context {
             expectations: Default::default(),
             hibernate_tags: Default::default(),
             progress: Default::default(),
+            written: Default::default(),
         }
     }
 }

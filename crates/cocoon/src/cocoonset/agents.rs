@@ -64,10 +64,10 @@ pub async fn unsuspend(pass: &mut Pass<'_>) -> Result<(), Error> {
     if flagged.is_empty() {
         return Ok(());
     }
-    for pod in flagged.iter().filter(|p| !pass.held_by_cr(p)) {
-        pass.annotate_pod(pod, &[(names::ANN_HIBERNATE, None)])
-            .await?;
-    }
+    // The set's pods are resumed at once (each patch is independent and idempotent).
+    let clear = [(names::ANN_HIBERNATE, None)];
+    let resume = flagged.iter().filter(|p| !pass.held_by_cr(p));
+    futures::future::try_join_all(resume.map(|pod| pass.annotate_pod(pod, &clear))).await?;
     Ok(())
 }
 

@@ -52,6 +52,7 @@ pub async fn finalize(
         let uid = set.metadata.uid.as_deref().unwrap_or_default();
         ctx.expectations.forget(uid);
         ctx.progress.settled(uid);
+        ctx.written.forget(uid);
         return Ok(Outcome::Done);
     }
     let empty = classify(&set, Vec::new());
@@ -82,6 +83,7 @@ pub async fn finalize(
     remove_finalizer(ctx, stashed.set.as_ref().unwrap_or(&set)).await?;
     ctx.expectations.forget(pass.uid());
     ctx.progress.settled(pass.uid());
+    ctx.written.forget(pass.uid());
     Ok(Outcome::Done)
 }
 

@@ -4,8 +4,9 @@
 //! (deterministic names: AlreadyExists and NotFound are reported, not failed), annotation
 //! patches are JSON merge patches that touch only the keys named (a `null` deletes a key, so
 //! "unsuspend" really removes `vm.cocoonstack.io/hibernate`), and status goes through
-//! `kit::status::patch_status_if_changed`, so a pass with nothing to do writes nothing; a
-//! young transition's progress report may wait ([`super::progress`]).
+//! `kit::status::write_status_if_changed`, so a pass with nothing to do writes nothing (compared
+//! with this process's last write while the cached copy lags it: [`super::written`]); a
+//! transition's progress report may wait ([`super::progress`]).
 //! Registry calls are wrapped so every error names the VM and tag.
 
 use std::collections::BTreeMap;
@@ -21,7 +22,7 @@ use serde_json::{Value, json};
 use super::{Error, progress};
 use crate::cache::Hibernations;
 use crate::context::Context;
-use crate::crd::{CocoonHibernation, CocoonSet, CocoonSetPhase, HibernationPhase};
+use crate::crd::{CocoonHibernation, CocoonSet, CocoonSetPhase, CocoonSetStatus, HibernationPhase};
 use crate::names;
 use crate::pods::classify::Classified;
 use crate::pods::state;
@@ -153,13 +154,12 @@ impl<'a> Pass<'a> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Writes the stamps no other patch carried, one patch per pod (name order).
+    /// Writes the stamps no other patch carried, one patch per pod, all at once.
     pub async fn flush_stamps(&self) -> Result<(), Error> {
-        loop {
-            let next = self.stamps().keys().next().cloned();
-            let Some(name) = next else { return Ok(()) };
-            self.annotate_pod(&name, &[]).await?;
-        }
+        let pending: Vec<String> = self.stamps().keys().cloned().collect();
+        futures::future::try_join_all(pending.iter().map(|name| self.annotate_pod(name, &[])))
+            .await?;
+        Ok(())
     }
 
     /// Sets (`Some`) or removes (`None`) annotations of pod `name` with one merge patch, the
@@ -320,17 +320,36 @@ impl<'a> Pass<'a> {
         note: Option<(&str, String)>,
     ) -> Result<(), Error> {
         let now = Timestamp::now();
-        let mut status = crate::pods::status::compute(&self.set, &self.pods, phase, now);
+        // What is stored: this process's last write while the cached copy lags it.
+        let stored = match self.ctx.written.lagging(&self.set) {
+            Some(written) => Arc::new(CocoonSet {
+                status: Some(written),
+                ..(*self.set).clone()
+            }),
+            None => self.set.clone(),
+        };
+        let mut status = crate::pods::status::compute(&stored, &self.pods, phase, now);
         let arrived = status.phase.unwrap_or(CocoonSetPhase::Pending);
-        if !progress::transitional(arrived) {
+        let generation = self.generation();
+        let transitional = progress::transitional(arrived);
+        if note.is_none() && vms_unreported(&status) {
+            let waited = self.ctx.progress.awaiting_details(self.uid(), generation);
+            if let Some(wait) = progress::await_details(arrived, true, waited) {
+                self.defer(wait);
+                return Ok(());
+            }
+        }
+        if !transitional {
             self.ctx.progress.settled(self.uid());
         } else if note.is_none() {
-            let generation = self.generation();
-            let age = self.ctx.progress.age(self.uid(), generation);
-            let observed = self.set.status.as_ref().and_then(|s| s.observed_generation);
-            if let Some(wait) = progress::defer(arrived, false, observed, generation, age) {
-                let mut deferred = self.deferred.lock().unwrap_or_else(PoisonError::into_inner);
-                *deferred = Some(deferred.map_or(wait, |d| d.min(wait)));
+            let clock = self.ctx.progress.clock(self.uid(), generation);
+            let live_status = stored.status.as_ref();
+            let live = progress::Live {
+                observed: live_status.and_then(|s| s.observed_generation),
+                phase: live_status.and_then(|s| s.phase),
+            };
+            if let Some(wait) = progress::defer(arrived, false, live, generation, clock) {
+                self.defer(wait);
                 return Ok(());
             }
         }
@@ -339,15 +358,27 @@ impl<'a> Pass<'a> {
                 .observed(self.set.meta().generation);
             kit::conditions::upsert(&mut status.conditions, ready, now);
         }
-        kit::status::patch_status_if_changed(
+        let produced = kit::status::write_status_if_changed(
             &self.sets_api,
-            &self.set,
+            &stored,
             &status,
             names::FIELD_MANAGER,
         )
         .await
-        .map(|_| ())
-        .map_err(|source| Error::Status { source })
+        .map_err(|source| Error::Status { source })?;
+        if let Some(produced) = produced {
+            self.ctx.written.record(&self.set, &status, &produced);
+            if transitional {
+                self.ctx.progress.reported(self.uid(), generation);
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks to look again within `wait` (a held-back status write).
+    fn defer(&self, wait: Duration) {
+        let mut deferred = self.deferred.lock().unwrap_or_else(PoisonError::into_inner);
+        *deferred = Some(deferred.map_or(wait, |d| d.min(wait)));
     }
 
     /// The set as stored now (`None`: deleted), for a decision the cached copy may be too old
@@ -364,6 +395,20 @@ impl<'a> Pass<'a> {
         let reference = self.set.object_ref(&());
         kit::events::publish(&self.ctx.recorder, &reference, warning, reason, note, None).await;
     }
+}
+
+/// Whether some VM whose pod runs has no id or IP reported yet.
+fn vms_unreported(status: &CocoonSetStatus) -> bool {
+    let unreported =
+        |phase: &str, id: &str, ip: &str| phase == "Running" && (id.is_empty() || ip.is_empty());
+    status
+        .agents
+        .iter()
+        .any(|a| unreported(&a.phase, &a.vm_id, &a.ip))
+        || status
+            .toolboxes
+            .iter()
+            .any(|t| unreported(&t.phase, &t.vm_id, &t.ip))
 }
 
 /// A merge patch of `metadata.annotations`: `Some` sets a key, `None` deletes it.

@@ -60,10 +60,10 @@ async fn flag_all(pass: &Pass<'_>) -> Result<(), Error> {
         .map(|p| p.name_any())
         .collect();
     unflagged.sort();
-    for pod in unflagged {
-        pass.annotate_pod(&pod, &[(names::ANN_HIBERNATE, Some("true"))])
-            .await?;
-    }
+    // The set's pods are flagged at once (each patch is independent and idempotent).
+    let flag = [(names::ANN_HIBERNATE, Some("true"))];
+    futures::future::try_join_all(unflagged.iter().map(|pod| pass.annotate_pod(pod, &flag)))
+        .await?;
     Ok(())
 }
 

@@ -13,6 +13,8 @@
 //!   own status writes do not trigger passes, so the decision itself asks for it.
 //! - Wake removes the annotation, waits for a running container and a VM id, then drops
 //!   `<vm>:hibernate` (best effort); past its deadline it is `Failed` with a dated message.
+//!   The tag is dropped only from `Waking` (a wake found done at once writes `Waking` first),
+//!   so a stored `Hibernated` always has its snapshot.
 //! - A `Failed` CR is retried by the next pass that is triggered (its pod changed, the CR was
 //!   edited or annotated, the operator restarted); re-entering the transition restarts its
 //!   time budget. Its own status writes do not trigger a pass ([`watch`]).
@@ -198,6 +200,16 @@ async fn step(
     let (probe, probe_error) = probe_registry(ctx, flow, &seen, pod).await;
     let now = Timestamp::now();
     let d = decide::decide(cr.spec.desire, &seen, pod, probe.as_ref(), now, &r.timeouts);
+    if d.phase == HibernationPhase::Active && seen.phase == Some(HibernationPhase::Hibernated) {
+        // A wake found done at once still passes through Waking: the snapshot goes only once
+        // the status no longer says Hibernated, so a crash or a failed write between the
+        // deletion and the status write never leaves a Hibernated CR without its snapshot.
+        let waking = status::compute(cr, HibernationPhase::Waking, Some(&pod.vm), None, now);
+        if let Some(written) = status::write(api, cr, &waking).await? {
+            r.written.record(&written);
+        }
+        return Ok(Outcome::RequeueAfter(Duration::ZERO));
+    }
     if d.phase == HibernationPhase::Active && seen.phase != Some(HibernationPhase::Active) {
         // Deleting the snapshot cannot be undone: decided on caches, it is confirmed on the
         // stored objects first.

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use testenv::chaos::Flow;
 
 /// The longest any one step may take, faults and kills included.
 pub const STEP: Duration = Duration::from_secs(120);
@@ -160,123 +161,133 @@ impl User {
     }
 }
 
-/// The steps, under whatever faults and kills the caller arranged.
-pub async fn run(u: &User) -> anyhow::Result<()> {
-    // alpha: created, scaled, suspended and resumed.
-    u.set(
-        "alpha",
-        json!({"agent": {"replicas": 1}, "toolboxes": [{"name": "db"}]}),
-    )
-    .await?;
-    u.set("solo", json!({"hibernatePolicy": "release"})).await?;
-    u.running("alpha").await?;
-    u.patch_set("alpha", json!({"agent": {"replicas": 2}}))
+impl Flow for User {
+    /// The steps, under whatever faults and kills the caller arranged.
+    async fn run(&self) -> anyhow::Result<()> {
+        let u = self;
+        // alpha: created, scaled, suspended and resumed.
+        u.set(
+            "alpha",
+            json!({"agent": {"replicas": 1}, "toolboxes": [{"name": "db"}]}),
+        )
         .await?;
-    u.pods_are("alpha", &["alpha-0", "alpha-1", "alpha-2", "alpha-db"])
-        .await?;
-    u.running("alpha").await?;
-    u.patch_set("alpha", json!({"suspend": true})).await?;
-    u.set_phase("alpha", CocoonSetPhase::Suspended).await?;
-    u.patch_set("alpha", json!({"suspend": false})).await?;
-    u.running("alpha").await?;
-
-    // solo: released on suspend, woken from its snapshot, then migrated through one.
-    u.running("solo").await?;
-    u.patch_set("solo", json!({"suspend": true})).await?;
-    u.set_phase("solo", CocoonSetPhase::Suspended).await?;
-    u.pods_are("solo", &[]).await?;
-    u.patch_set("solo", json!({"suspend": false})).await?;
-    u.running("solo").await?;
-    let main = u.pod_is("solo-0", "live", state::vm_live).await?;
-    let from = state::node_name(&main).unwrap_or_default().to_owned();
-    let to = NODES.into_iter().find(|n| *n != from).unwrap_or(NODES[0]);
-    u.patch_set("solo", json!({"nodeName": to})).await?;
-    u.pod_is("solo-0", &format!("live on {to}"), |p| {
-        state::vm_live(p) && state::node_name(p) == Some(to)
-    })
-    .await?;
-    u.running("solo").await?;
-
-    // A CocoonHibernation hibernates and wakes alpha's sub-agent 1, then goes.
-    let h: CocoonHibernation = serde_json::from_value(json!({
-        "apiVersion": "cocoonset.cocoonstack.io/v1", "kind": "CocoonHibernation",
-        "metadata": {"name": "h1"},
-        "spec": {"podRef": {"name": "alpha-1"}, "desire": "Hibernate"},
-    }))?;
-    let hibernations = u.api::<CocoonHibernation>();
-    hibernations.create(&PostParams::default(), &h).await?;
-    u.hibernation_is("h1", HibernationPhase::Hibernated).await?;
-    let wake = Patch::Merge(json!({"spec": {"desire": "Wake"}}));
-    hibernations
-        .patch("h1", &PatchParams::default(), &wake)
-        .await?;
-    u.hibernation_is("h1", HibernationPhase::Active).await?;
-    hibernations.delete("h1", &DeleteParams::default()).await?;
-    testenv::eventually("hibernation h1 gone", STEP, || async {
-        matches!(hibernations.get_opt("h1").await, Ok(None)).then_some(())
-    })
-    .await?;
-    u.pod_is("alpha-1", "live", state::vm_live).await?;
-    u.running("alpha").await?;
-    Ok(())
-}
-
-/// Whether `state` (see `super::state`) is the converged end of [`run`].
-pub fn settled(state: &Value) -> bool {
-    let sets = &state["sets"];
-    let running = |name: &str| {
-        sets[name]["phase"] == "Running"
-            && sets[name]["current"] == true
-            && sets[name]["vms_reported"] == true
-    };
-    let pods = state["pods"].as_object();
-    let live = |name: &str| pods.is_some_and(|p| p.get(name).is_some_and(|p| p["live"] == true));
-    running("alpha")
-        && running("solo")
-        && ["alpha-0", "alpha-1", "alpha-2", "alpha-db", "solo-0"]
-            .into_iter()
-            .all(live)
-        && pods.is_some_and(|p| p.len() == 5)
-        && state["hibernations"]
-            .as_object()
-            .is_some_and(|h| h.is_empty())
-        && state["pods"]["solo-0"]["on_target"] == true
-}
-
-/// Deletes every set and hibernation there is (whatever the flow got to).
-pub async fn teardown(u: &User) -> anyhow::Result<()> {
-    let (dp, lp) = (DeleteParams::default(), ListParams::default());
-    for h in u.api::<CocoonHibernation>().list(&lp).await?.items {
-        u.api::<CocoonHibernation>()
-            .delete(&h.name_any(), &dp)
+        u.set("solo", json!({"hibernatePolicy": "release"})).await?;
+        u.running("alpha").await?;
+        u.patch_set("alpha", json!({"agent": {"replicas": 2}}))
             .await?;
-    }
-    for s in u.api::<CocoonSet>().list(&lp).await?.items {
-        u.api::<CocoonSet>().delete(&s.name_any(), &dp).await?;
-    }
-    Ok(())
-}
+        u.pods_are("alpha", &["alpha-0", "alpha-1", "alpha-2", "alpha-db"])
+            .await?;
+        u.running("alpha").await?;
+        u.patch_set("alpha", json!({"suspend": true})).await?;
+        u.set_phase("alpha", CocoonSetPhase::Suspended).await?;
+        u.patch_set("alpha", json!({"suspend": false})).await?;
+        u.running("alpha").await?;
 
-/// What is left of the user's objects and their children: `(invariant, what)` pairs, an
-/// object still there after its deletion as `finalizer_not_released`, a pod as
-/// `orphaned_child`.
-pub async fn leftovers(u: &User) -> anyhow::Result<Vec<(&'static str, String)>> {
-    let lp = ListParams::default();
-    let mut out = Vec::new();
-    for s in u.api::<CocoonSet>().list(&lp).await?.items {
-        out.push((
-            "finalizer_not_released",
-            format!("CocoonSet {} {:?}", s.name_any(), s.finalizers()),
-        ));
+        // solo: released on suspend, woken from its snapshot, then migrated through one.
+        u.running("solo").await?;
+        u.patch_set("solo", json!({"suspend": true})).await?;
+        u.set_phase("solo", CocoonSetPhase::Suspended).await?;
+        u.pods_are("solo", &[]).await?;
+        u.patch_set("solo", json!({"suspend": false})).await?;
+        u.running("solo").await?;
+        let main = u.pod_is("solo-0", "live", state::vm_live).await?;
+        let from = state::node_name(&main).unwrap_or_default().to_owned();
+        let to = NODES.into_iter().find(|n| *n != from).unwrap_or(NODES[0]);
+        u.patch_set("solo", json!({"nodeName": to})).await?;
+        u.pod_is("solo-0", &format!("live on {to}"), |p| {
+            state::vm_live(p) && state::node_name(p) == Some(to)
+        })
+        .await?;
+        u.running("solo").await?;
+
+        // A CocoonHibernation hibernates and wakes alpha's sub-agent 1, then goes.
+        let h: CocoonHibernation = serde_json::from_value(json!({
+            "apiVersion": "cocoonset.cocoonstack.io/v1", "kind": "CocoonHibernation",
+            "metadata": {"name": "h1"},
+            "spec": {"podRef": {"name": "alpha-1"}, "desire": "Hibernate"},
+        }))?;
+        let hibernations = u.api::<CocoonHibernation>();
+        hibernations.create(&PostParams::default(), &h).await?;
+        u.hibernation_is("h1", HibernationPhase::Hibernated).await?;
+        let wake = Patch::Merge(json!({"spec": {"desire": "Wake"}}));
+        hibernations
+            .patch("h1", &PatchParams::default(), &wake)
+            .await?;
+        u.hibernation_is("h1", HibernationPhase::Active).await?;
+        hibernations.delete("h1", &DeleteParams::default()).await?;
+        testenv::eventually("hibernation h1 gone", STEP, || async {
+            matches!(hibernations.get_opt("h1").await, Ok(None)).then_some(())
+        })
+        .await?;
+        u.pod_is("alpha-1", "live", state::vm_live).await?;
+        u.running("alpha").await?;
+        Ok(())
     }
-    for h in u.api::<CocoonHibernation>().list(&lp).await?.items {
-        out.push((
-            "finalizer_not_released",
-            format!("CocoonHibernation {} {:?}", h.name_any(), h.finalizers()),
-        ));
+
+    async fn capture(&self) -> anyhow::Result<Value> {
+        super::state::capture(&self.client, &self.ns, &self.registry).await
     }
-    for p in u.api::<Pod>().list(&lp).await?.items {
-        out.push(("orphaned_child", format!("Pod {}", p.name_any())));
+
+    /// Whether `state` (see `super::state`) is the converged end of [`run`].
+    fn settled(&self, state: &Value) -> bool {
+        let sets = &state["sets"];
+        let running = |name: &str| {
+            sets[name]["phase"] == "Running"
+                && sets[name]["current"] == true
+                && sets[name]["vms_reported"] == true
+        };
+        let pods = state["pods"].as_object();
+        let live =
+            |name: &str| pods.is_some_and(|p| p.get(name).is_some_and(|p| p["live"] == true));
+        running("alpha")
+            && running("solo")
+            && ["alpha-0", "alpha-1", "alpha-2", "alpha-db", "solo-0"]
+                .into_iter()
+                .all(live)
+            && pods.is_some_and(|p| p.len() == 5)
+            && state["hibernations"]
+                .as_object()
+                .is_some_and(|h| h.is_empty())
+            && state["pods"]["solo-0"]["on_target"] == true
     }
-    Ok(out)
+
+    /// Deletes every set and hibernation there is (whatever the flow got to).
+    async fn teardown(&self) -> anyhow::Result<()> {
+        let u = self;
+        let (dp, lp) = (DeleteParams::default(), ListParams::default());
+        for h in u.api::<CocoonHibernation>().list(&lp).await?.items {
+            u.api::<CocoonHibernation>()
+                .delete(&h.name_any(), &dp)
+                .await?;
+        }
+        for s in u.api::<CocoonSet>().list(&lp).await?.items {
+            u.api::<CocoonSet>().delete(&s.name_any(), &dp).await?;
+        }
+        Ok(())
+    }
+
+    /// What is left of the user's objects and their children: `(invariant, what)` pairs, an
+    /// object still there after its deletion as `finalizer_not_released`, a pod as
+    /// `orphaned_child`.
+    async fn leftovers(&self) -> anyhow::Result<Vec<(&'static str, String)>> {
+        let u = self;
+        let lp = ListParams::default();
+        let mut out = Vec::new();
+        for s in u.api::<CocoonSet>().list(&lp).await?.items {
+            out.push((
+                "finalizer_not_released",
+                format!("CocoonSet {} {:?}", s.name_any(), s.finalizers()),
+            ));
+        }
+        for h in u.api::<CocoonHibernation>().list(&lp).await?.items {
+            out.push((
+                "finalizer_not_released",
+                format!("CocoonHibernation {} {:?}", h.name_any(), h.finalizers()),
+            ));
+        }
+        for p in u.api::<Pod>().list(&lp).await?.items {
+            out.push(("orphaned_child", format!("Pod {}", p.name_any())));
+        }
+        Ok(out)
+    }
 }

@@ -15,7 +15,6 @@ mod flow;
 mod invariants;
 mod state;
 
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +23,7 @@ use kube::Api;
 use kube::runtime::watcher;
 use serde_json::Value;
 use testenv::chaos::scenario::{self, Launch, OperatorUnderTest, RunReport};
-use testenv::chaos::{Bounds, Flow, Observer, Violations, drive};
+use testenv::chaos::{Base, Bounds, Observer, Setup, Violations, drive};
 use testenv::registry::RegistryServer;
 use tokio_util::sync::CancellationToken;
 use vksim::{SimConfig, Simulator};
@@ -33,21 +32,9 @@ const OPERATOR_SA: &str = "cocoon-operator";
 const DEPLOY_NAMESPACE: &str = "cocoon-system";
 /// The seeds the test suite runs (the soak runs many more).
 const SUITE_SEEDS: &[u64] = &[1];
-/// The scenario's limits.
-const BOUNDS: Bounds = Bounds {
-    quiet_window: Duration::from_secs(10),
-    // Once converged, requests per second (reads and writes; watches excluded). A converged
-    // operator renews its Lease (a GET and a PUT every 2 s: 1/s) and polls a set only while it
-    // waits on the VM side (none is waiting once converged); a re-established watch may cost
-    // one more pass. A requeue loop runs at tens per second.
-    quiet: 2.5,
-    // During the run, over any 5 s window: sets waiting on vk-cocoon are polled every few
-    // seconds and every transition costs a pass of reads and a few writes; a reconcile that
-    // requeues itself without waiting runs at hundreds.
-    peak: 80.0,
-    converge: Duration::from_secs(120),
-    teardown: flow::STEP,
-};
+/// The scenario's limits (the shared hot-loop bounds: sets waiting on vk-cocoon are polled
+/// every few seconds, and a converged operator polls none).
+const BOUNDS: Bounds = Bounds::standard(Duration::from_secs(120), flow::STEP);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lifecycle_converges_under_faults_and_kills() {
@@ -57,37 +44,32 @@ async fn lifecycle_converges_under_faults_and_kills() {
 
 /// Everything one run sets up, torn down when dropped.
 struct World {
-    admin: kube::Client,
-    ns: testenv::TestNamespace,
+    base: Base,
     registry: RegistryServer,
     sim: Option<Simulator>,
-    _rbac: testenv::rbac::ClusterCleanup,
 }
 
 async fn world(seed: Option<u64>) -> anyhow::Result<World> {
-    let admin = testenv::client().await;
-    for crd in cocoon::crd::crds() {
-        testenv::install_crd(&admin, crd).await?;
-    }
-    let prefix = seed.map_or_else(|| "co-chaos-base".to_owned(), |s| format!("co-chaos-{s}"));
-    let ns = testenv::TestNamespace::new(&admin, &prefix).await;
+    let setup = Setup {
+        crds: cocoon::crd::crds(),
+        prefix: "co-chaos",
+        rbac: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cocoon/rbac"),
+        deploy_namespace: DEPLOY_NAMESPACE,
+    };
+    let base = Base::new(setup, seed).await?;
     let registry = RegistryServer::start().await?;
     let cfg = SimConfig {
         registry_url: registry.url(),
         registry_prefix: None,
-        namespace: Some(ns.name.clone()),
+        namespace: Some(base.ns.name.clone()),
         nodes: vksim::Nodes::default(),
         pool: vksim::DEFAULT_POOL.to_owned(),
     };
-    let sim = Simulator::start(admin.clone(), cfg).await?;
-    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cocoon/rbac");
-    let rbac = testenv::rbac::install_rbac(&admin, &rbac, DEPLOY_NAMESPACE, &ns.name).await?;
+    let sim = Simulator::start(base.admin.clone(), cfg).await?;
     Ok(World {
-        admin,
-        ns,
+        base,
         registry,
         sim: Some(sim),
-        _rbac: rbac,
     })
 }
 
@@ -100,7 +82,7 @@ struct Watching {
 
 async fn observe(w: &World, violations: &Violations) -> Watching {
     let mut obs = Observer::new();
-    let (c, ns, all) = (&w.admin, &w.ns.name, watcher::Config::default);
+    let (c, ns, all) = (&w.base.admin, &w.base.ns.name, watcher::Config::default);
     let stores = invariants::Stores {
         pods: obs.watch(Api::namespaced(c.clone(), ns), all()),
         sets: obs.watch(Api::namespaced(c.clone(), ns), all()),
@@ -112,7 +94,11 @@ async fn observe(w: &World, violations: &Violations) -> Watching {
     obs.ready().await;
     let stop = CancellationToken::new();
     let (token, s, v) = (stop.clone(), stores.clone(), violations.clone());
-    let (client, ns, registry) = (w.admin.clone(), w.ns.name.clone(), w.registry.url());
+    let (client, ns, registry) = (
+        w.base.admin.clone(),
+        w.base.ns.name.clone(),
+        w.registry.url(),
+    );
     let task = tokio::spawn(async move {
         loop {
             invariants::snapshots(&s, &client, &ns, &registry, &v).await;
@@ -130,9 +116,7 @@ async fn observe(w: &World, violations: &Violations) -> Watching {
 }
 
 async fn start_operator(w: &World, seed: Option<u64>) -> anyhow::Result<OperatorUnderTest> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("chaos")
-        .join(&w.ns.name);
+    let dir = w.base.dir(env!("CARGO_TARGET_TMPDIR"));
     let launch = Launch {
         binary: Path::new(env!("CARGO_BIN_EXE_cocoon-operator")),
         args: vec![
@@ -141,33 +125,15 @@ async fn start_operator(w: &World, seed: Option<u64>) -> anyhow::Result<Operator
             "--probe-addr=127.0.0.1:0".into(),
             "--log-level=info,kit::leader=debug".into(),
             format!("--oci-registry={}", w.registry.url()),
-            format!("--watch-namespace={}", w.ns.name),
+            format!("--watch-namespace={}", w.base.ns.name),
         ],
         env: Vec::new(),
-        namespace: &w.ns.name,
+        namespace: &w.base.ns.name,
         service_account: OPERATOR_SA,
         dir: &dir,
         plan: scenario::plan(seed),
     };
-    OperatorUnderTest::start(&w.admin, launch).await
-}
-
-impl Flow for flow::User {
-    fn run(&self) -> impl Future<Output = anyhow::Result<()>> {
-        flow::run(self)
-    }
-    fn capture(&self) -> impl Future<Output = anyhow::Result<Value>> {
-        state::capture(&self.client, &self.ns, &self.registry)
-    }
-    fn settled(&self, state: &Value) -> bool {
-        flow::settled(state)
-    }
-    fn teardown(&self) -> impl Future<Output = anyhow::Result<()>> {
-        flow::teardown(self)
-    }
-    fn leftovers(&self) -> impl Future<Output = anyhow::Result<Vec<(&'static str, String)>>> {
-        flow::leftovers(self)
-    }
+    OperatorUnderTest::start(&w.base.admin, launch).await
 }
 
 async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Option<Value>) {
@@ -182,8 +148,8 @@ async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Opt
         .expect("the operator process");
     let registry = w.registry.url();
     let user = flow::User {
-        client: w.admin.clone(),
-        ns: w.ns.name.clone(),
+        client: w.base.admin.clone(),
+        ns: w.base.ns.name.clone(),
         registry: registry.clone(),
     };
     let driven = drive(
@@ -201,7 +167,14 @@ async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Opt
         stores,
     } = watching;
     obs.check_now();
-    invariants::snapshots(&stores, &w.admin, &w.ns.name, &registry, &violations).await;
+    invariants::snapshots(
+        &stores,
+        &w.base.admin,
+        &w.base.ns.name,
+        &registry,
+        &violations,
+    )
+    .await;
     stop.cancel();
     let _ = task.await;
     obs.stop().await;

@@ -23,6 +23,7 @@ use kube::{Client, ResourceExt};
 use nix::sys::signal::Signal;
 use redis::crd::{ClusterPhase, RedisCluster};
 use serde_json::{Value, json};
+use testenv::chaos::Flow;
 use testenv::chaos::Violations;
 
 use crate::operator::data::{self, Sampler, Writer};
@@ -158,154 +159,160 @@ impl User {
     }
 }
 
-/// The steps, under whatever faults and kills the caller arranged.
-pub async fn run(u: &User) -> anyhow::Result<()> {
-    let rc: RedisCluster = serde_json::from_value(json!({
-        "apiVersion": "redis.io/v1", "kind": "RedisCluster",
-        "metadata": {"name": CLUSTER},
-        "spec": {"instances": 3, "storage": {"size": "1Gi"}},
-    }))?;
-    u.api::<RedisCluster>()
-        .create(&PostParams::default(), &rc)
-        .await?;
-    let rc = u.wait("3 healthy instances", |c| healthy(c, 3)).await?;
-    let first = current_primary(&rc);
+impl Flow for User {
+    /// The steps, under whatever faults and kills the caller arranged.
+    async fn run(&self) -> anyhow::Result<()> {
+        let u = self;
+        let rc: RedisCluster = serde_json::from_value(json!({
+            "apiVersion": "redis.io/v1", "kind": "RedisCluster",
+            "metadata": {"name": CLUSTER},
+            "spec": {"instances": 3, "storage": {"size": "1Gi"}},
+        }))?;
+        u.api::<RedisCluster>()
+            .create(&PostParams::default(), &rc)
+            .await?;
+        let rc = u.wait("3 healthy instances", |c| healthy(c, 3)).await?;
+        let first = current_primary(&rc);
 
-    let pw = u.password().await?;
-    let (clusters, pods) = (u.api::<RedisCluster>(), u.api::<Pod>());
-    let writer = Writer::start(clusters, pods.clone(), CLUSTER, pw.clone(), 1);
-    let sampler = Sampler::start(pods, CLUSTER, pw.clone());
-    *u.clients.lock().expect("clients") = Some((writer, sampler, pw));
-    u.progress(100).await?;
+        let pw = u.password().await?;
+        let (clusters, pods) = (u.api::<RedisCluster>(), u.api::<Pod>());
+        let writer = Writer::start(clusters, pods.clone(), CLUSTER, pw.clone(), 1);
+        let sampler = Sampler::start(pods, CLUSTER, pw.clone());
+        *u.clients.lock().expect("clients") = Some((writer, sampler, pw));
+        u.progress(100).await?;
 
-    // The primary's container is SIGKILLed whenever it runs until another instance is primary.
-    let (admin, ns) = (u.client.clone(), u.ns.clone());
-    testenv::eventually("a failover", STEP, || async {
-        let rc = u.api::<RedisCluster>().get(CLUSTER).await.ok()?;
-        let now = current_primary(&rc);
-        if !now.is_empty() && now != first {
-            return Some(());
-        }
-        let _ = testenv::procnode::signal(&admin, &ns, &first, "redis", Signal::SIGKILL).await;
-        None
-    })
-    .await?;
-    u.progress(100).await?;
-    // The old primary comes back as a replica of the new one.
-    let back = first.clone();
-    u.wait("the old primary back as a replica", move |c| {
-        healthy(c, 3)
-            && c.status.as_ref().is_some_and(|s| {
-                s.instances_status
-                    .get(&back)
-                    .is_some_and(|i| i.role == "slave" && i.master_link_status == "up")
-            })
-    })
-    .await?;
-
-    u.api::<RedisCluster>()
-        .patch(
-            CLUSTER,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"instances": 2}})),
-        )
-        .await?;
-    u.wait("2 healthy instances", |c| healthy(c, 2)).await?;
-    u.progress(100).await?;
-    u.finish_data().await
-}
-
-/// The scenario's state, normalized so a seeded run's equals the fault-free run's (which
-/// replica was promoted is not part of it).
-pub async fn capture(u: &User) -> anyhow::Result<Value> {
-    let lp = ListParams::default().labels(&labels());
-    let pods: Vec<String> = u
-        .api::<Pod>()
-        .list(&lp)
-        .await?
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(ResourceExt::name_any)
-        .collect();
-    let pvcs: Vec<String> = u
-        .api::<PersistentVolumeClaim>()
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(ResourceExt::name_any)
-        .collect();
-    let Some(rc) = u.api::<RedisCluster>().get_opt(CLUSTER).await? else {
-        return Ok(json!({"cluster": null, "pods": pods, "pvcs": pvcs}));
-    };
-    let st = rc.status.clone().unwrap_or_default();
-    let primary = current_primary(&rc);
-    let roles: BTreeMap<&str, String> = st
-        .instances_status
-        .iter()
-        .filter(|(name, _)| pods.contains(*name))
-        .map(|(name, i)| {
-            let linked = i.role == "slave" && i.master_link_status == "up";
-            let role = match (name.as_str() == primary, i.role.as_str()) {
-                (true, "master") => "primary",
-                (false, "slave") if linked => "linked replica",
-                _ => "other",
-            };
-            (name.as_str(), role.to_owned())
+        // The primary's container is SIGKILLed whenever it runs until another instance is primary.
+        let (admin, ns) = (u.client.clone(), u.ns.clone());
+        testenv::eventually("a failover", STEP, || async {
+            let rc = u.api::<RedisCluster>().get(CLUSTER).await.ok()?;
+            let now = current_primary(&rc);
+            if !now.is_empty() && now != first {
+                return Some(());
+            }
+            let _ = testenv::procnode::signal(&admin, &ns, &first, "redis", Signal::SIGKILL).await;
+            None
         })
-        .collect();
-    let mut role_counts: BTreeMap<String, usize> = BTreeMap::new();
-    for r in roles.values() {
-        *role_counts.entry(r.clone()).or_default() += 1;
-    }
-    Ok(json!({
-        "cluster": {
-            "phase": st.phase,
-            "instances": rc.spec.instances,
-            "ready": st.ready_instances,
-            "current": st.observed_generation == rc.metadata.generation.unwrap_or_default(),
-            "primary_is_a_pod": pods.contains(&primary),
-            "roles": role_counts,
-        },
-        "pods": pods,
-        "pvcs": pvcs,
-    }))
-}
+        .await?;
+        u.progress(100).await?;
+        // The old primary comes back as a replica of the new one.
+        let back = first.clone();
+        u.wait("the old primary back as a replica", move |c| {
+            healthy(c, 3)
+                && c.status.as_ref().is_some_and(|s| {
+                    s.instances_status
+                        .get(&back)
+                        .is_some_and(|i| i.role == "slave" && i.master_link_status == "up")
+                })
+        })
+        .await?;
 
-/// Whether `state` (see [`capture`]) is the converged end of [`run`].
-pub fn settled(state: &Value) -> bool {
-    let c = &state["cluster"];
-    c["phase"] == "Healthy"
-        && c["ready"] == 2
-        && c["current"] == true
-        && c["primary_is_a_pod"] == true
-        && c["roles"] == json!({"primary": 1, "linked replica": 1})
-        && state["pods"] == json!(["c-0", "c-1"])
-}
+        u.api::<RedisCluster>()
+            .patch(
+                CLUSTER,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"instances": 2}})),
+            )
+            .await?;
+        u.wait("2 healthy instances", |c| healthy(c, 2)).await?;
+        u.progress(100).await?;
+        u.finish_data().await
+    }
 
-/// Deletes the cluster (whatever the flow got to).
-pub async fn teardown(u: &User) -> anyhow::Result<()> {
-    let api = u.api::<RedisCluster>();
-    if api.get_opt(CLUSTER).await?.is_some() {
-        api.delete(CLUSTER, &DeleteParams::default()).await?;
+    /// The scenario's state, normalized so a seeded run's equals the fault-free run's (which
+    /// replica was promoted is not part of it).
+    async fn capture(&self) -> anyhow::Result<Value> {
+        let u = self;
+        let lp = ListParams::default().labels(&labels());
+        let pods: Vec<String> = u
+            .api::<Pod>()
+            .list(&lp)
+            .await?
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(ResourceExt::name_any)
+            .collect();
+        let pvcs: Vec<String> = u
+            .api::<PersistentVolumeClaim>()
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(ResourceExt::name_any)
+            .collect();
+        let Some(rc) = u.api::<RedisCluster>().get_opt(CLUSTER).await? else {
+            return Ok(json!({"cluster": null, "pods": pods, "pvcs": pvcs}));
+        };
+        let st = rc.status.clone().unwrap_or_default();
+        let primary = current_primary(&rc);
+        let roles: BTreeMap<&str, String> = st
+            .instances_status
+            .iter()
+            .filter(|(name, _)| pods.contains(*name))
+            .map(|(name, i)| {
+                let linked = i.role == "slave" && i.master_link_status == "up";
+                let role = match (name.as_str() == primary, i.role.as_str()) {
+                    (true, "master") => "primary",
+                    (false, "slave") if linked => "linked replica",
+                    _ => "other",
+                };
+                (name.as_str(), role.to_owned())
+            })
+            .collect();
+        let mut role_counts: BTreeMap<String, usize> = BTreeMap::new();
+        for r in roles.values() {
+            *role_counts.entry(r.clone()).or_default() += 1;
+        }
+        Ok(json!({
+            "cluster": {
+                "phase": st.phase,
+                "instances": rc.spec.instances,
+                "ready": st.ready_instances,
+                "current": st.observed_generation == rc.metadata.generation.unwrap_or_default(),
+                "primary_is_a_pod": pods.contains(&primary),
+                "roles": role_counts,
+            },
+            "pods": pods,
+            "pvcs": pvcs,
+        }))
     }
-    Ok(())
-}
 
-/// What is left of the cluster and its pods after the teardown: `(invariant, what)` pairs.
-pub async fn leftovers(u: &User) -> anyhow::Result<Vec<(&'static str, String)>> {
-    let mut out = Vec::new();
-    if let Some(rc) = u.api::<RedisCluster>().get_opt(CLUSTER).await? {
-        out.push((
-            "finalizer_not_released",
-            format!("RedisCluster {} {:?}", rc.name_any(), rc.finalizers()),
-        ));
+    /// Whether `state` (see [`capture`]) is the converged end of [`run`].
+    fn settled(&self, state: &Value) -> bool {
+        let c = &state["cluster"];
+        c["phase"] == "Healthy"
+            && c["ready"] == 2
+            && c["current"] == true
+            && c["primary_is_a_pod"] == true
+            && c["roles"] == json!({"primary": 1, "linked replica": 1})
+            && state["pods"] == json!(["c-0", "c-1"])
     }
-    let lp = ListParams::default().labels(&format!("redis.io/cluster={CLUSTER}"));
-    for p in u.api::<Pod>().list(&lp).await?.items {
-        out.push(("orphaned_child", format!("Pod {}", p.name_any())));
+
+    /// Deletes the cluster (whatever the flow got to).
+    async fn teardown(&self) -> anyhow::Result<()> {
+        let u = self;
+        let api = u.api::<RedisCluster>();
+        if api.get_opt(CLUSTER).await?.is_some() {
+            api.delete(CLUSTER, &DeleteParams::default()).await?;
+        }
+        Ok(())
     }
-    Ok(out)
+
+    /// What is left of the cluster and its pods after the teardown: `(invariant, what)` pairs.
+    async fn leftovers(&self) -> anyhow::Result<Vec<(&'static str, String)>> {
+        let u = self;
+        let mut out = Vec::new();
+        if let Some(rc) = u.api::<RedisCluster>().get_opt(CLUSTER).await? {
+            out.push((
+                "finalizer_not_released",
+                format!("RedisCluster {} {:?}", rc.name_any(), rc.finalizers()),
+            ));
+        }
+        let lp = ListParams::default().labels(&format!("redis.io/cluster={CLUSTER}"));
+        for p in u.api::<Pod>().list(&lp).await?.items {
+            out.push(("orphaned_child", format!("Pod {}", p.name_any())));
+        }
+        Ok(out)
+    }
 }

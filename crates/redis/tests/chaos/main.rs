@@ -17,7 +17,6 @@ mod operator;
 
 mod flow;
 
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,23 +28,13 @@ use kube::{Api, ResourceExt};
 use redis::crd::RedisCluster;
 use serde_json::Value;
 use testenv::chaos::scenario::{self, Launch, OperatorUnderTest, RunReport};
-use testenv::chaos::{Bounds, Flow, Observer, Violations, drive};
+use testenv::chaos::{Base, Bounds, Observer, Setup, Violations, drive};
 
 /// The seeds the test suite runs (the soak runs many more).
 const SUITE_SEEDS: &[u64] = &[1];
-/// The scenario's limits.
-const BOUNDS: Bounds = Bounds {
-    quiet_window: Duration::from_secs(10),
-    // Once converged, requests per second (watches excluded): the Lease renewal (a GET and a
-    // PUT every 2 s: 1/s); the instance status poll goes to the pods, not the API server, and
-    // writes nothing when nothing changed. A requeue loop runs at tens per second.
-    quiet: 2.5,
-    // During the run, over any 5 s window: each pass reads from caches and writes only what
-    // changed; a failover or a scale-down is a handful of writes.
-    peak: 80.0,
-    converge: Duration::from_secs(180),
-    teardown: flow::STEP,
-};
+/// The scenario's limits (the shared hot-loop bounds: the instance status poll goes to the
+/// pods, not the API server; a failover or a scale-down is a handful of writes).
+const BOUNDS: Bounds = Bounds::standard(Duration::from_secs(180), flow::STEP);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failover_converges_under_faults_and_kills() {
@@ -55,22 +44,22 @@ async fn failover_converges_under_faults_and_kills() {
 
 /// Everything one run sets up, torn down when dropped.
 struct World {
-    admin: kube::Client,
-    ns: testenv::TestNamespace,
+    base: Base,
     image: String,
     _image: testenv::procnode::ImageRegistration,
-    _rbac: testenv::rbac::ClusterCleanup,
 }
 
 async fn world(seed: Option<u64>) -> anyhow::Result<World> {
-    let admin = testenv::client().await;
-    for crd in redis::crd::crds() {
-        testenv::install_crd(&admin, crd).await?;
-    }
-    let prefix = seed.map_or_else(|| "rc-chaos-base".to_owned(), |s| format!("rc-chaos-{s}"));
-    let ns = testenv::TestNamespace::new(&admin, &prefix).await;
+    let setup = Setup {
+        crds: redis::crd::crds(),
+        prefix: "rc-chaos",
+        rbac: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redis/rbac"),
+        deploy_namespace: operator::DEPLOY_NAMESPACE,
+    };
+    let base = Base::new(setup, seed).await?;
+    let (admin, ns) = (&base.admin, &base.ns.name);
     // This build's binary is the operator image the data pods' init container copies from.
-    let image = format!("ghcr.io/flotilla/redis-operator:{}", ns.name);
+    let image = format!("ghcr.io/flotilla/redis-operator:{ns}");
     let entry = testenv::procnode::ImageEntry {
         image: image.clone(),
         files: [(
@@ -82,17 +71,11 @@ async fn world(seed: Option<u64>) -> anyhow::Result<World> {
         ..testenv::procnode::ImageEntry::default()
     };
     let registration =
-        testenv::procnode::register_image(&admin, &format!("redis-operator.{}", ns.name), &entry)
-            .await?;
-    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redis/rbac");
-    let rbac =
-        testenv::rbac::install_rbac(&admin, &rbac, operator::DEPLOY_NAMESPACE, &ns.name).await?;
+        testenv::procnode::register_image(admin, &format!("redis-operator.{ns}"), &entry).await?;
     Ok(World {
-        admin,
-        ns,
+        base,
         image,
         _image: registration,
-        _rbac: rbac,
     })
 }
 
@@ -100,7 +83,7 @@ async fn world(seed: Option<u64>) -> anyhow::Result<World> {
 /// never deleted while the cluster lives.
 fn observe(w: &World, violations: &Violations) -> Observer {
     let mut obs = Observer::new();
-    let (c, ns) = (&w.admin, &w.ns.name);
+    let (c, ns) = (&w.base.admin, &w.base.ns.name);
     let pvcs: Store<PersistentVolumeClaim> =
         obs.watch(Api::namespaced(c.clone(), ns), watcher::Config::default());
     let clusters: Store<RedisCluster> =
@@ -142,16 +125,14 @@ fn pvc_deleted_while_needed(
 }
 
 async fn start_operator(w: &World, seed: Option<u64>) -> anyhow::Result<OperatorUnderTest> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("chaos")
-        .join(&w.ns.name);
+    let dir = w.base.dir(env!("CARGO_TARGET_TMPDIR"));
     let launch = Launch {
         binary: Path::new(env!("CARGO_BIN_EXE_redis-operator")),
         args: vec![
             "controller".into(),
             "--leader-elect=true".into(),
-            format!("--lease-namespace={}", w.ns.name),
-            format!("--watch-namespaces={}", w.ns.name),
+            format!("--lease-namespace={}", w.base.ns.name),
+            format!("--watch-namespaces={}", w.base.ns.name),
             "--webhook-enabled=false".into(),
             "--pods-on-process-nodes".into(),
             format!("--operator-image={}", w.image),
@@ -160,30 +141,12 @@ async fn start_operator(w: &World, seed: Option<u64>) -> anyhow::Result<Operator
             "--log-level=info,redis=debug,kit::leader=debug".into(),
         ],
         env: Vec::new(),
-        namespace: &w.ns.name,
+        namespace: &w.base.ns.name,
         service_account: operator::SA,
         dir: &dir,
         plan: scenario::plan(seed),
     };
-    OperatorUnderTest::start(&w.admin, launch).await
-}
-
-impl Flow for flow::User {
-    fn run(&self) -> impl Future<Output = anyhow::Result<()>> {
-        flow::run(self)
-    }
-    fn capture(&self) -> impl Future<Output = anyhow::Result<Value>> {
-        flow::capture(self)
-    }
-    fn settled(&self, state: &Value) -> bool {
-        flow::settled(state)
-    }
-    fn teardown(&self) -> impl Future<Output = anyhow::Result<()>> {
-        flow::teardown(self)
-    }
-    fn leftovers(&self) -> impl Future<Output = anyhow::Result<Vec<(&'static str, String)>>> {
-        flow::leftovers(self)
-    }
+    OperatorUnderTest::start(&w.base.admin, launch).await
 }
 
 async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Option<Value>) {
@@ -197,7 +160,11 @@ async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Opt
     let mut op = start_operator(&w, seed)
         .await
         .expect("the operator process");
-    let user = flow::User::new(w.admin.clone(), w.ns.name.clone(), violations.clone());
+    let user = flow::User::new(
+        w.base.admin.clone(),
+        w.base.ns.name.clone(),
+        violations.clone(),
+    );
     let driven = drive(
         &mut op,
         &user,

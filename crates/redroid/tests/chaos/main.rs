@@ -13,7 +13,6 @@ mod flow;
 mod invariants;
 mod state;
 
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,27 +21,15 @@ use kube::Api;
 use kube::runtime::watcher;
 use serde_json::Value;
 use testenv::chaos::scenario::{self, Launch, OperatorUnderTest, RunReport};
-use testenv::chaos::{Bounds, Flow, Observer, Violations, drive};
+use testenv::chaos::{Base, Bounds, Observer, Setup, Violations, drive};
 
 const OPERATOR_SA: &str = "redroid-operator";
 const DEPLOY_NAMESPACE: &str = "redroid-system";
 /// The seeds the test suite runs (the soak runs many more).
 const SUITE_SEEDS: &[u64] = &[1, 2];
-/// The scenario's limits.
-const BOUNDS: Bounds = Bounds {
-    quiet_window: Duration::from_secs(10),
-    // Once converged, requests per second (reads and writes; watches excluded). A converged
-    // operator renews its Lease (a GET and a PUT every 2 s: 1/s); a watch re-established after
-    // the last cut may trigger one more pass (five reads and a write): 1.6/s over the window.
-    // A requeue loop runs at tens per second.
-    quiet: 2.5,
-    // During the run, over any 5 s window. The fault-free run peaks at about 45/s while the
-    // scenario creates or deletes seven objects at once (each costs one pass of reads and a
-    // few writes); a reconcile that requeues itself without waiting runs at hundreds.
-    peak: 80.0,
-    converge: Duration::from_secs(120),
-    teardown: flow::STEP,
-};
+/// The scenario's limits (the shared hot-loop bounds: the fault-free run peaks at about
+/// 45 requests/s while the scenario creates or deletes seven objects at once).
+const BOUNDS: Bounds = Bounds::standard(Duration::from_secs(120), flow::STEP);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lifecycle_converges_under_faults_and_kills() {
@@ -50,33 +37,22 @@ async fn lifecycle_converges_under_faults_and_kills() {
     scenario::assert_clean(&reports);
 }
 
-/// Everything one run sets up, torn down when dropped.
-struct World {
-    admin: kube::Client,
-    ns: testenv::TestNamespace,
-    _rbac: testenv::rbac::ClusterCleanup,
-}
-
-async fn world(seed: Option<u64>) -> anyhow::Result<World> {
-    let admin = testenv::client().await;
-    for crd in redroid::crd::crds() {
-        testenv::install_crd(&admin, crd).await?;
-    }
-    let prefix = seed.map_or_else(|| "rd-chaos-base".to_owned(), |s| format!("rd-chaos-{s}"));
-    let ns = testenv::TestNamespace::new(&admin, &prefix).await;
-    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redroid/rbac");
-    let rbac = testenv::rbac::install_rbac(&admin, &rbac, DEPLOY_NAMESPACE, &ns.name).await?;
+/// Everything one run sets up (the base and the instances' volumes), torn down when dropped.
+async fn world(seed: Option<u64>) -> anyhow::Result<Base> {
+    let setup = Setup {
+        crds: redroid::crd::crds(),
+        prefix: "rd-chaos",
+        rbac: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redroid/rbac"),
+        deploy_namespace: DEPLOY_NAMESPACE,
+    };
+    let base = Base::new(setup, seed).await?;
     for claim in ["redroid-data-base-pvc", "redroid-data-diff-pvc"] {
-        testenv::bound_claim(&admin, &ns.name, claim).await?;
+        testenv::bound_claim(&base.admin, &base.ns.name, claim).await?;
     }
-    Ok(World {
-        admin,
-        ns,
-        _rbac: rbac,
-    })
+    Ok(base)
 }
 
-async fn observe(w: &World, violations: &Violations) -> Observer {
+async fn observe(w: &Base, violations: &Violations) -> Observer {
     let mut obs = Observer::new();
     let (c, ns, all) = (&w.admin, &w.ns.name, watcher::Config::default);
     let stores = invariants::Stores {
@@ -93,10 +69,8 @@ async fn observe(w: &World, violations: &Violations) -> Observer {
     obs
 }
 
-async fn start_operator(w: &World, seed: Option<u64>) -> anyhow::Result<OperatorUnderTest> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("chaos")
-        .join(&w.ns.name);
+async fn start_operator(w: &Base, seed: Option<u64>) -> anyhow::Result<OperatorUnderTest> {
+    let dir = w.dir(env!("CARGO_TARGET_TMPDIR"));
     let launch = Launch {
         binary: Path::new(env!("CARGO_BIN_EXE_redroid-operator")),
         args: [
@@ -114,24 +88,6 @@ async fn start_operator(w: &World, seed: Option<u64>) -> anyhow::Result<Operator
         plan: scenario::plan(seed),
     };
     OperatorUnderTest::start(&w.admin, launch).await
-}
-
-impl Flow for flow::User {
-    fn run(&self) -> impl Future<Output = anyhow::Result<()>> {
-        flow::run(self)
-    }
-    fn capture(&self) -> impl Future<Output = anyhow::Result<Value>> {
-        state::capture(&self.client, &self.ns)
-    }
-    fn settled(&self, state: &Value) -> bool {
-        flow::settled(state)
-    }
-    fn teardown(&self) -> impl Future<Output = anyhow::Result<()>> {
-        flow::teardown(self)
-    }
-    fn leftovers(&self) -> impl Future<Output = anyhow::Result<Vec<(&'static str, String)>>> {
-        flow::leftovers(self)
-    }
 }
 
 async fn run(seed: Option<u64>, baseline: Option<Arc<Value>>) -> (RunReport, Option<Value>) {
