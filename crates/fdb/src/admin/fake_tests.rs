@@ -8,7 +8,8 @@ fn process(n: u8, class: &str) -> FakeProcess {
         zone: format!("zone-{n}"),
         version: "7.1.57".into(),
         command_line: String::new(),
-        uptime_seconds: 100.0,
+        started: 0,
+        restart_with: None,
     }
 }
 

@@ -21,6 +21,7 @@ pub mod add_pods;
 pub mod add_process_groups;
 pub mod add_pvcs;
 pub mod add_services;
+pub mod bounce_processes;
 pub mod change_coordinators;
 pub mod choose_removals;
 pub mod conditions;
@@ -29,6 +30,7 @@ pub mod delete_terminal_pods;
 pub mod exclude_processes;
 pub mod fault_tolerance;
 pub mod generate_initial_cluster_file;
+pub mod monitor;
 pub mod remove_process_groups;
 pub mod remove_services;
 pub mod replace_failed_process_groups;
@@ -37,6 +39,8 @@ pub mod resources;
 pub mod update_config_map;
 pub mod update_database_configuration;
 pub mod update_lock_configuration;
+pub mod update_pod_config;
+pub mod update_pods;
 pub mod update_status;
 
 use std::collections::BTreeMap;
@@ -401,10 +405,13 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(add_pvcs::AddPvcs)
         .step(add_pods::AddPods)
         .step(generate_initial_cluster_file::GenerateInitialClusterFile)
+        .step(update_pod_config::UpdatePodConfig)
         .step(update_database_configuration::UpdateDatabaseConfiguration)
         .step(choose_removals::ChooseRemovals)
         .step(exclude_processes::ExcludeProcesses)
         .step(change_coordinators::ChangeCoordinators)
+        .step(bounce_processes::BounceProcesses)
+        .step(update_pods::UpdatePods)
         .step(remove_process_groups::RemoveProcessGroups)
         .step(remove_services::RemoveServices)
         .step(update_status::UpdateStatus)
@@ -428,10 +435,13 @@ mod tests {
                 "add_pvcs",
                 "add_pods",
                 "generate_initial_cluster_file",
+                "update_pod_config",
                 "update_database_configuration",
                 "choose_removals",
                 "exclude_processes",
                 "change_coordinators",
+                "bounce_processes",
+                "update_pods",
                 "remove_process_groups",
                 "remove_services",
                 "update_status",

@@ -211,10 +211,18 @@ pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> Po
         .pod_template
         .and_then(|t| t.spec)
         .unwrap_or_default();
+    // A patch upgrade puts the new version into the image at once (pods are then recreated
+    // by UpdatePods or replaced); an incompatible one keeps the running version until every
+    // process was bounced onto the new binaries.
+    let version = if cluster.is_being_upgraded_with_incompatible_version() {
+        cluster.running_version()
+    } else {
+        cluster.spec.version.clone()
+    };
     let image = select_image(
         &cluster.spec.main_container.image_configs,
         DEFAULT_MONITOR_IMAGE,
-        &cluster.running_version(),
+        &version,
     );
     let pos = spec
         .containers
