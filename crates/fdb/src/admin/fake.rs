@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use super::lock::{self, LockRecord, TakeDecision};
 use super::status::{
     ClientDatabaseStatus, Coordinator, DataState, FdbStatus, ProcessInfo, ProcessRoleInfo,
-    RecoveryState, TeamTracker,
+    RecoveryState, SupportedVersion, TeamTracker,
 };
 use super::{AdminClient, AdminError, LiveBackupStatus, LockClient};
 use crate::crd::{
@@ -87,6 +87,8 @@ struct State {
     // Stateful instance IDs seen with data, not excluded: one that is gone costs a replica
     // until its data is re-replicated (status reads left) or it comes back.
     stateful: BTreeMap<String, u32>,
+    // `cluster.clients.supported_versions`, as the test sets them.
+    clients: Vec<SupportedVersion>,
 }
 
 impl State {
@@ -215,6 +217,11 @@ impl FakeDatabase {
     /// The exclusion list.
     pub fn exclusions(&self) -> BTreeSet<String> {
         self.st().exclusions.keys().cloned().collect()
+    }
+
+    /// Sets the connected clients (`cluster.clients.supported_versions`).
+    pub fn set_clients(&self, versions: Vec<SupportedVersion>) {
+        self.st().clients = versions;
     }
 
     /// The processes now.
@@ -457,6 +464,7 @@ impl FakeDatabase {
         s.cluster.generation = 2;
         s.cluster.connection_string = st.connection_string.clone();
         s.cluster.maintenance_zone = st.maintenance_zone.clone();
+        s.cluster.clients.supported_versions = st.clients.clone();
         s.cluster.recovery_state = RecoveryState {
             active_generations: 1,
             name: "fully_recovered".into(),

@@ -20,7 +20,9 @@
 //! - Then the global lock, and one `kill` of every candidate address at once (upstream's
 //!   default: all processes together, not zone by zone), an Event `BouncedProcesses`, and the
 //!   cached status's recovery timer reset so later steps of the pass see the recovery.
-//! - Incompatible upgrades (the double kill after staging) are not handled here yet.
+//! - Incompatible upgrades (the double kill after staging) are not built: during one nothing
+//!   is bounced (a plain kill would restart the old binaries) and a Warning Event
+//!   `IncompatibleUpgradeNotSupported` says so; delayed requeue (60 s).
 
 use std::time::Duration;
 
@@ -124,6 +126,19 @@ impl BounceProcesses {
     async fn run_step(&self, pass: &mut Pass) -> Result<Flow, BounceProcessesError> {
         if !pass.cluster.kill_processes_enabled() {
             return Ok(Flow::Continue);
+        }
+        if pass.cluster.is_being_upgraded_with_incompatible_version() {
+            // Plain kills would restart the old binaries forever: the staged double kill of
+            // an incompatible upgrade is not built, so nothing is bounced and the user is told.
+            let note = format!(
+                "upgrading from {} to {} needs a protocol-incompatible upgrade, which this operator does not perform yet; nothing is bounced",
+                pass.cluster.running_version(),
+                pass.cluster.spec.version
+            );
+            tracing::warn!(cluster = %pass.name(), %note, "incompatible upgrade not supported");
+            pass.event(true, "IncompatibleUpgradeNotSupported", note)
+                .await;
+            return Ok(Flow::delay(Duration::from_secs(60)));
         }
         let ignore = pass.cluster.ignore_missing_processes().as_secs() as i64;
         let now = pass.now;

@@ -23,6 +23,7 @@ pub mod add_pvcs;
 pub mod add_services;
 pub mod bounce_processes;
 pub mod change_coordinators;
+pub mod check_client_compatibility;
 pub mod choose_removals;
 pub mod conditions;
 pub mod coordinators;
@@ -39,6 +40,7 @@ pub mod resources;
 pub mod update_config_map;
 pub mod update_database_configuration;
 pub mod update_lock_configuration;
+pub mod update_metadata;
 pub mod update_pod_config;
 pub mod update_pods;
 pub mod update_status;
@@ -397,6 +399,7 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(update_status::UpdateStatus)
         .step(update_lock_configuration::UpdateLockConfiguration)
         .step(update_config_map::UpdateConfigMap)
+        .step(check_client_compatibility::CheckClientCompatibility)
         .step(delete_terminal_pods::DeleteTerminalPods)
         .step(replace_misconfigured_process_groups::ReplaceMisconfiguredProcessGroups)
         .step(replace_failed_process_groups::ReplaceFailedProcessGroups)
@@ -406,6 +409,7 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(add_pods::AddPods)
         .step(generate_initial_cluster_file::GenerateInitialClusterFile)
         .step(update_pod_config::UpdatePodConfig)
+        .step(update_metadata::UpdateMetadata)
         .step(update_database_configuration::UpdateDatabaseConfiguration)
         .step(choose_removals::ChooseRemovals)
         .step(exclude_processes::ExcludeProcesses)
@@ -427,6 +431,7 @@ mod tests {
                 "update_status",
                 "update_lock_configuration",
                 "update_config_map",
+                "check_client_compatibility",
                 "delete_terminal_pods",
                 "replace_misconfigured_process_groups",
                 "replace_failed_process_groups",
@@ -436,6 +441,7 @@ mod tests {
                 "add_pods",
                 "generate_initial_cluster_file",
                 "update_pod_config",
+                "update_metadata",
                 "update_database_configuration",
                 "choose_removals",
                 "exclude_processes",

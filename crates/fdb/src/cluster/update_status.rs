@@ -26,7 +26,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kit::pipeline::{Flow, Step, StepResult};
 
-use super::{Pass, coordinators, monitor, resources, step_error};
+use super::{Pass, coordinators, monitor, resources, step_error, update_metadata};
 use crate::admin::FdbStatus;
 use crate::admin::status::ProcessInfo;
 use crate::crd::{
@@ -59,6 +59,8 @@ pub struct Observed<'a> {
     pub command_line: Option<String>,
     /// The version its processes should run (`None` during a patch upgrade: not checked).
     pub version: Option<String>,
+    /// Its pod lacks desired labels or annotations.
+    pub pod_metadata_missing: bool,
 }
 
 /// Whether a process runs the wrong command line or version (`IncorrectCommandLine`).
@@ -125,6 +127,11 @@ pub fn update_group(
             .as_ref()
             .and_then(|a| a.get(resources::LAST_CONFIG_MAP_KEY));
         group.update_condition(
+            condition::INCORRECT_POD_METADATA,
+            seen.pod_metadata_missing,
+            now,
+        );
+        group.update_condition(
             condition::INCORRECT_CONFIG_MAP,
             seen.config_hash
                 .as_ref()
@@ -145,6 +152,7 @@ pub fn update_group(
         group.update_condition(condition::POD_FAILING, false, now);
         group.update_condition(condition::INCORRECT_POD_SPEC, false, now);
         group.update_condition(condition::INCORRECT_CONFIG_MAP, false, now);
+        group.update_condition(condition::INCORRECT_POD_METADATA, false, now);
     }
     if seen.status_has_processes {
         group.update_condition(
@@ -406,6 +414,10 @@ impl UpdateStatus {
                 )),
                 command_line,
                 version: version.clone(),
+                pod_metadata_missing: pod.is_some_and(|p| {
+                    let want = resources::pod(&hashed, group, "");
+                    update_metadata::missing_metadata(&p.metadata, &want.metadata).is_some()
+                }),
             };
             update_group(group, &seen, available, now);
         }

@@ -194,6 +194,7 @@ fn config_map_and_command_line_conditions_table() {
         ("no substitutions published: not judged", seen(&told, &knob, "cm1", None, Some("7.1.57")), vec![]),
         ("old version", seen(&told, &old, "cm1", Some("fdbserver --a"), Some("7.1.57")), vec!["IncorrectCommandLine"]),
         ("old version during a patch upgrade", seen(&told, &old, "cm1", Some("fdbserver --a"), None), vec![]),
+        ("a label the pod lacks", Observed { pod_metadata_missing: true, ..seen(&told, &right, "cm1", None, None) }, vec!["IncorrectPodMetadata"]),
     ];
     for (name, seen, want) in cases {
         let mut g = group("x-1", "stateless");
