@@ -17,6 +17,13 @@
 //!   string with a new generation ID.
 //! - Time is the wall clock plus an injectable offset ([`FakeDatabase::advance`]); configure,
 //!   exclude, include, kill and coordinator changes reset the recovery timer.
+//! - Each process has a start time (its `uptime_seconds`) and keeps the command line and
+//!   version it started with; `kill` and `kill_for_upgrade` restart it (uptime 0) with what its
+//!   pod's monitor has loaded by then (`fake_pods.rs`, [`super::fake_monitor`]).
+//! - A stateful process that disappears without being excluded costs its teams a replica
+//!   (data unhealthy, `min_replicas_remaining` lowered) until it comes back or
+//!   [`FakeDatabase::set_heal_reads`] status reads have re-replicated its data.
+//! - `cluster.clients.supported_versions` is what the test sets ([`FakeDatabase::set_clients`]).
 //! - The lock follows [`super::lock`] exactly (expiry against the clock, deny list, owner
 //!   take-over); every instance created by [`FakeDatabase::lock_client`] shares the records.
 //! - Every call is logged in fdbcli's words (lock takes as `lock <owner>: taken|held by
@@ -61,6 +68,9 @@ pub struct FakeProcess {
     /// The command line and version its pod's monitor would start it with now: a `kill`
     /// restarts it with these (until then it keeps running what it started with).
     pub restart_with: Option<(String, String)>,
+    /// The UID of the pod it runs in (empty when set by a test): a new pod at the same
+    /// address is a new process.
+    pub pod: String,
 }
 
 #[derive(Default)]
@@ -235,79 +245,6 @@ impl FakeDatabase {
             .into_iter()
             .map(|p| (p.address.clone(), p))
             .collect();
-    }
-
-    /// Derives the processes from pods as upstream's mock does: one process per running pod
-    /// with an IP, at `<pod IP>:4501`, class and instance ID from the pod's labels, zone = the
-    /// pod's `FDB_ZONE_ID` (its name or its node). Pods without an IP or being deleted have no
-    /// process. A pod whose monitor published its configuration
-    /// ([`super::fake_monitor`]) runs fdbserver only once that configuration says
-    /// `runServers`, with the command line rendered from it and the version of the pod's
-    /// image; a pod without those annotations runs `version` with a fixed command line. A
-    /// process already running keeps its command line, version and start time until killed.
-    pub fn sync_pods(
-        &self,
-        pods: &[k8s_openapi::api::core::v1::Pod],
-        class_label: &str,
-        id_label: &str,
-        version: &str,
-    ) {
-        let mut st = self.st();
-        let now = st.now();
-        let mut next = BTreeMap::new();
-        for pod in pods {
-            if pod.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
-                continue;
-            };
-            let labels = pod.metadata.labels.clone().unwrap_or_default();
-            let (Some(class), Some(id)) = (labels.get(class_label), labels.get(id_label)) else {
-                continue;
-            };
-            let address = format!("{ip}:4501");
-            let fresh = match super::fake_monitor::launch(pod) {
-                super::fake_monitor::Launch::NotMonitored => (
-                    format!("/usr/bin/fdbserver --public_address={ip}:4501"),
-                    version.to_owned(),
-                ),
-                super::fake_monitor::Launch::Idle => continue,
-                super::fake_monitor::Launch::Run {
-                    command_line,
-                    version,
-                } => (command_line, version),
-            };
-            let process = match st.processes.get(&address) {
-                Some(running) if running.instance_id == *id => FakeProcess {
-                    restart_with: Some(fresh),
-                    zone: zone_of(pod),
-                    ..running.clone()
-                },
-                _ => FakeProcess {
-                    address: address.clone(),
-                    class: ProcessClass::new(class.as_str()),
-                    instance_id: id.clone(),
-                    zone: zone_of(pod),
-                    version: fresh.1.clone(),
-                    command_line: fresh.0.clone(),
-                    started: now,
-                    restart_with: Some(fresh),
-                },
-            };
-            next.insert(address, process);
-        }
-        st.processes = next;
-        let heal = st.heal_reads;
-        let holding: Vec<String> = st
-            .processes
-            .values()
-            .filter(|p| p.class.is_stateful() && st.excluded(p).is_none())
-            .map(|p| p.instance_id.clone())
-            .collect();
-        for id in holding {
-            st.stateful.insert(id, heal);
-        }
     }
 
     /// Instance IDs of processes that still hold data (stateful, not excluded or still
@@ -488,36 +425,6 @@ impl FakeDatabase {
         st.calls.push((now, words));
         st.take_failure(method)?;
         Ok(st)
-    }
-}
-
-/// The pod's `FDB_ZONE_ID` as the monitor would substitute it: a literal value, the pod's
-/// name or its node (the default).
-fn zone_of(pod: &k8s_openapi::api::core::v1::Pod) -> String {
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let node = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default();
-    let env = pod
-        .spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .flat_map(|c| c.env.iter().flatten())
-        .find(|e| e.name == "FDB_ZONE_ID");
-    match env {
-        Some(e) if e.value.is_some() => e.value.clone().unwrap_or_default(),
-        Some(e) => match e
-            .value_from
-            .as_ref()
-            .and_then(|v| v.field_ref.as_ref())
-            .map(|f| f.field_path.as_str())
-        {
-            Some("metadata.name") => name,
-            _ => node,
-        },
-        None => node,
     }
 }
 
@@ -937,6 +844,9 @@ impl LockClient for FakeLockClient {
         Ok(())
     }
 }
+
+#[path = "fake_pods.rs"]
+mod pods;
 
 #[cfg(test)]
 #[path = "fake_tests.rs"]

@@ -11,7 +11,10 @@
 //!   poked the pod" (`foundationdb.org/outdated-config-map-seen` is set): stricter than a real
 //!   kubelet, which also resyncs on its own after a minute or so.
 //! - [`launch`]: what fdbserver the pod runs: nothing until the loaded configuration says
-//!   `runServers`, then the command line rendered from it, at the version of the pod's image.
+//!   `runServers`, then the command line rendered from it, at the version of the pod's image,
+//!   or, when the configuration points at a binary the sidecar stages
+//!   (`/var/fdb/shared-binaries/bin/<version>/fdbserver`), at that version once the sidecar
+//!   runs that version's image (nothing before: the binary is not there).
 //!   Loading a configuration does not restart fdbserver; the fake's `kill` does.
 
 use std::collections::BTreeMap;
@@ -21,7 +24,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use crate::cluster::monitor::{
     self, LAUNCHER_CONFIGURATION_KEY, LAUNCHER_ENVIRONMENT_KEY, OUTDATED_CONFIG_MAP_KEY,
 };
-use crate::cluster::resources::MAIN_CONTAINER;
+use crate::cluster::resources::{self, MAIN_CONTAINER};
 
 /// What a pod's fdbserver would be started with.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,24 +99,35 @@ pub fn monitor_annotations(pod: &Pod, cm: &ConfigMap) -> Option<BTreeMap<String,
     ]))
 }
 
-/// What `pod`'s fdbserver would be started with now.
+fn image_tag(pod: &Pod, container: &str) -> Option<String> {
+    let image = resources::container_image(pod, container)?;
+    image.rsplit_once(':').map(|(_, tag)| tag.to_owned())
+}
+
+/// What `pod`'s fdbserver would be started with now: the image's fdbserver, or one the
+/// sidecar staged in the shared volume (`<dir>/bin/<version>/fdbserver`, present only while
+/// the sidecar runs that version's image).
 pub fn launch(pod: &Pod) -> Launch {
     let Some(conf) = monitor::loaded_configuration(pod) else {
         return Launch::NotMonitored;
     };
     let env = monitor::substitutions(pod).unwrap_or_default();
-    let image = pod
-        .spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .find(|c| c.name == MAIN_CONTAINER)
-        .and_then(|c| c.image.clone())
-        .unwrap_or_default();
-    let version = image
-        .rsplit_once(':')
-        .map(|(_, tag)| tag.to_owned())
-        .or_else(|| conf.get("version")?.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let binary = conf
+        .get("binaryPath")
+        .and_then(|b| b.as_str())
+        .unwrap_or("");
+    let staged = binary
+        .strip_prefix(&format!("{}/bin/", resources::SHARED_BINARIES_DIR))
+        .and_then(|rest| rest.split('/').next());
+    let version = match staged {
+        Some(v) if image_tag(pod, resources::SIDECAR_CONTAINER).as_deref() == Some(v) => {
+            v.to_owned()
+        }
+        Some(_) => return Launch::Idle,
+        None => image_tag(pod, MAIN_CONTAINER)
+            .or_else(|| conf.get("version")?.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+    };
     match monitor::command_line(&conf, &env, 1) {
         Some(command_line) if monitor::runs_servers(&conf) => Launch::Run {
             command_line,
@@ -126,7 +140,6 @@ pub fn launch(pod: &Pod) -> Launch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::resources;
     use crate::crd::{
         FoundationDBCluster, FoundationDBClusterSpec, ProcessClass, ProcessGroupId,
         ProcessGroupStatus,

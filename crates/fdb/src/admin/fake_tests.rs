@@ -10,6 +10,7 @@ fn process(n: u8, class: &str) -> FakeProcess {
         command_line: String::new(),
         started: 0,
         restart_with: None,
+        pod: String::new(),
     }
 }
 

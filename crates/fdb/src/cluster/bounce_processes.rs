@@ -20,9 +20,14 @@
 //! - Then the global lock, and one `kill` of every candidate address at once (upstream's
 //!   default: all processes together, not zone by zone), an Event `BouncedProcesses`, and the
 //!   cached status's recovery timer reset so later steps of the pass see the recovery.
-//! - Incompatible upgrades (the double kill after staging) are not built: during one nothing
-//!   is bounced (a plain kill would restart the old binaries) and a Warning Event
-//!   `IncompatibleUpgradeNotSupported` says so; delayed requeue (60 s).
+//! - Protocol-incompatible upgrades (reference §6): groups with `IncorrectPodSpec` and groups
+//!   removed and excluded are bounced too, and a group waits while its config map or its
+//!   sidecar image (the staged binaries) is not current. Every process not on the target
+//!   version must belong to a ready group (else delayed requeue, 5 s); with locks, every
+//!   local group is registered as a pending upgrade, the lock taken, and every such process
+//!   must be registered by some operator instance (else stop, 15 s) before the pending
+//!   upgrades are cleared. Then one `kill_for_upgrade` (kill twice) of all of them, and the
+//!   pass stops so the next one reads the new versions.
 
 use std::time::Duration;
 
@@ -52,7 +57,12 @@ pub enum Choice {
 
 /// Picks the groups to bounce (see the module docs); `ignore_missing_secs` is
 /// `ignoreMissingProcessesSeconds`.
-pub fn choose(groups: &[ProcessGroupStatus], now: Timestamp, ignore_missing_secs: i64) -> Choice {
+pub fn choose(
+    groups: &[ProcessGroupStatus],
+    now: Timestamp,
+    ignore_missing_secs: i64,
+    upgrading: bool,
+) -> Choice {
     let (mut bounce, mut unsynced) = (Vec::new(), Vec::new());
     for g in groups {
         let id = g.process_group_id.to_string();
@@ -60,17 +70,19 @@ pub fn choose(groups: &[ProcessGroupStatus], now: Timestamp, ignore_missing_secs
             .condition_time(condition::MISSING_PROCESSES)
             .is_some_and(|t| now.as_second() - t > ignore_missing_secs);
         let skip = g.process_class.as_str() == "test"
-            || (g.is_marked_for_removal() && g.is_excluded())
+            || (g.is_marked_for_removal() && g.is_excluded() && !upgrading)
             || g.has_condition(condition::RESOURCES_TERMINATING)
             || g.has_condition(condition::POD_PENDING)
             || missing_long
             || !g.has_condition(condition::INCORRECT_COMMAND_LINE)
-            || g.has_condition(condition::INCORRECT_POD_SPEC)
+            || (g.has_condition(condition::INCORRECT_POD_SPEC) && !upgrading)
             || g.has_condition(condition::SIDECAR_UNREACHABLE);
         if skip {
             continue;
         }
-        if g.has_condition(condition::INCORRECT_CONFIG_MAP) {
+        if g.has_condition(condition::INCORRECT_CONFIG_MAP)
+            || (upgrading && g.has_condition(condition::INCORRECT_SIDECAR_IMAGE))
+        {
             unsynced.push(id);
         } else {
             bounce.push(id);
@@ -127,22 +139,10 @@ impl BounceProcesses {
         if !pass.cluster.kill_processes_enabled() {
             return Ok(Flow::Continue);
         }
-        if pass.cluster.is_being_upgraded_with_incompatible_version() {
-            // Plain kills would restart the old binaries forever: the staged double kill of
-            // an incompatible upgrade is not built, so nothing is bounced and the user is told.
-            let note = format!(
-                "upgrading from {} to {} needs a protocol-incompatible upgrade, which this operator does not perform yet; nothing is bounced",
-                pass.cluster.running_version(),
-                pass.cluster.spec.version
-            );
-            tracing::warn!(cluster = %pass.name(), %note, "incompatible upgrade not supported");
-            pass.event(true, "IncompatibleUpgradeNotSupported", note)
-                .await;
-            return Ok(Flow::delay(Duration::from_secs(60)));
-        }
         let ignore = pass.cluster.ignore_missing_processes().as_secs() as i64;
         let now = pass.now;
-        let ids = match choose(&pass.status().process_groups, now, ignore) {
+        let upgrading = pass.cluster.is_being_upgraded_with_incompatible_version();
+        let ids = match choose(&pass.status().process_groups, now, ignore, upgrading) {
             Choice::Nothing => return Ok(Flow::Continue),
             Choice::WaitForConfig(ids) => {
                 tracing::info!(cluster = %pass.name(), groups = ?ids, "waiting for the config map to reach every pod before bouncing");
@@ -158,6 +158,9 @@ impl BounceProcesses {
             tracing::info!(cluster = %pass.name(), groups = ?ids, wait_seconds = left, "bounce deferred: minimum uptime not reached or the database is not ready");
             let secs = if left.is_finite() { left.ceil() } else { 15.0 };
             return Ok(Flow::stop(Duration::from_secs_f64(secs.max(15.0))));
+        }
+        if upgrading {
+            return upgrade(pass, &db, &ids).await;
         }
         let targets = addresses(&db, &ids);
         if targets.is_empty() {
@@ -185,6 +188,59 @@ impl BounceProcesses {
         }
         Ok(Flow::Continue)
     }
+}
+
+/// Processes of the status not yet on `version`: `(instance ID, address)`.
+pub fn not_upgraded(db: &FdbStatus, version: &str) -> Vec<(String, ProcessAddress)> {
+    db.cluster
+        .processes
+        .values()
+        .filter(|p| p.version != version)
+        .filter_map(|p| Some((p.instance_id()?.to_owned(), p.parsed_address()?)))
+        .collect()
+}
+
+/// The incompatible upgrade's kill: once every process not on the target version belongs to
+/// a staged group (and, with locks, is registered as a pending upgrade by some operator
+/// instance), all of them are killed together, twice (`kill_for_upgrade`); then the pass
+/// stops so the next one reads the new versions.
+async fn upgrade(
+    pass: &mut Pass,
+    db: &FdbStatus,
+    ids: &[String],
+) -> Result<Flow, BounceProcessesError> {
+    let version = pass.cluster.spec.version.clone();
+    let pending = not_upgraded(db, &version);
+    let unstaged: Vec<&String> = pending
+        .iter()
+        .map(|(id, _)| id)
+        .filter(|id| !ids.contains(id))
+        .collect();
+    if !unstaged.is_empty() {
+        tracing::info!(cluster = %pass.name(), groups = ?unstaged, "upgrade waits for every process to be staged");
+        return Ok(Flow::delay(Duration::from_secs(5)));
+    }
+    if pass.cluster.should_use_locks() {
+        let lock = pass.lock();
+        lock.add_pending_upgrades(&version, ids).await?;
+        if let Err(e) = pass.take_lock().await {
+            tracing::info!(cluster = %pass.name(), error = %e, "waiting for the lock");
+            return Ok(Flow::delay(Duration::from_secs(10)));
+        }
+        let registered = lock.get_pending_upgrades(&version).await?;
+        if pending.iter().any(|(id, _)| !registered.contains(id)) {
+            tracing::info!(cluster = %pass.name(), "waiting for processes to be updated by every operator");
+            return Ok(Flow::stop(Duration::from_secs(15)));
+        }
+        lock.clear_pending_upgrades().await?;
+    }
+    let targets: Vec<ProcessAddress> = pending.into_iter().map(|(_, a)| a).collect();
+    let list: Vec<String> = targets.iter().map(ToString::to_string).collect();
+    tracing::info!(cluster = %pass.name(), %version, addresses = ?list, "upgrading: killing every process");
+    pass.admin().kill_for_upgrade(&targets).await?;
+    let note = format!("upgrade to {version}: restarted {}", list.join(" "));
+    pass.event(false, "BouncedProcesses", note).await;
+    Ok(Flow::stop(Duration::from_secs(1)))
 }
 
 impl Step<Pass> for BounceProcesses {

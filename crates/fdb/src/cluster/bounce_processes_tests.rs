@@ -49,13 +49,51 @@ fn choice_table() {
         ("removed, still draining: bounced", vec![removed_draining], bounce(&["storage-8"])),
     ];
     for (name, groups, want) in cases {
-        assert_eq!(choose(&groups, t(120), 30), want, "{name}");
+        assert_eq!(choose(&groups, t(120), 30, false), want, "{name}");
     }
     let long_missing = vec![group(
         "storage-1",
         &[INCORRECT_COMMAND_LINE, MISSING_PROCESSES],
     )];
-    assert_eq!(choose(&long_missing, t(200), 30), Choice::Nothing);
+    assert_eq!(choose(&long_missing, t(200), 30, false), Choice::Nothing);
+}
+
+#[test]
+fn during_an_incompatible_upgrade_spec_changes_do_not_hold_and_staging_does() {
+    use condition::*;
+    let groups = vec![
+        group("storage-1", &[INCORRECT_COMMAND_LINE, INCORRECT_POD_SPEC]),
+        group("log-1", &[INCORRECT_COMMAND_LINE]),
+    ];
+    assert_eq!(
+        choose(&groups, t(120), 30, true),
+        Choice::Bounce(vec!["storage-1".into(), "log-1".into()])
+    );
+    let unstaged = vec![
+        group("storage-1", &[INCORRECT_COMMAND_LINE]),
+        group("log-1", &[INCORRECT_COMMAND_LINE, INCORRECT_SIDECAR_IMAGE]),
+    ];
+    assert_eq!(
+        choose(&unstaged, t(120), 30, true),
+        Choice::WaitForConfig(vec!["log-1".into()])
+    );
+    let mut s = status(3600.0, &[]);
+    for (key, id, version) in [("a", "storage-1", "7.3.63"), ("b", "log-1", "7.1.57")] {
+        s.cluster.processes.insert(
+            key.into(),
+            ProcessInfo {
+                address: format!("127.1.0.{}:4501", key.len()),
+                version: version.into(),
+                locality: [("instance_id".to_string(), id.to_string())].into(),
+                ..Default::default()
+            },
+        );
+    }
+    let left: Vec<String> = not_upgraded(&s, "7.3.63")
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(left, vec!["log-1"]);
 }
 
 fn status(recovered: f64, uptimes: &[(f64, bool)]) -> FdbStatus {

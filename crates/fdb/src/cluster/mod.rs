@@ -43,6 +43,7 @@ pub mod update_lock_configuration;
 pub mod update_metadata;
 pub mod update_pod_config;
 pub mod update_pods;
+pub mod update_sidecar_versions;
 pub mod update_status;
 
 use std::collections::BTreeMap;
@@ -408,6 +409,7 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(add_pvcs::AddPvcs)
         .step(add_pods::AddPods)
         .step(generate_initial_cluster_file::GenerateInitialClusterFile)
+        .step(update_sidecar_versions::UpdateSidecarVersions)
         .step(update_pod_config::UpdatePodConfig)
         .step(update_metadata::UpdateMetadata)
         .step(update_database_configuration::UpdateDatabaseConfiguration)
@@ -440,6 +442,7 @@ mod tests {
                 "add_pvcs",
                 "add_pods",
                 "generate_initial_cluster_file",
+                "update_sidecar_versions",
                 "update_pod_config",
                 "update_metadata",
                 "update_database_configuration",

@@ -12,6 +12,9 @@
 //!   `IncorrectConfigMap` cleared. Not loaded ⇒ `outdated-config-map-seen=<now>` is set
 //!   (once; it makes the kubelet resync the mounted map) and the group gets
 //!   `IncorrectConfigMap`.
+//! - During a protocol-incompatible upgrade a pod is only current once its sidecar runs the
+//!   target version's image too (the new fdbserver is staged in the shared volume; the
+//!   unified image offers no other way to check it).
 //! - Any pod not yet loaded ⇒ requeue after 15 s: a stop when a group newly became
 //!   `IncorrectConfigMap` in this pass (so the bounce that follows takes every pod together),
 //!   a delayed requeue otherwise. The status is written when a condition changed.
@@ -44,17 +47,21 @@ pub enum PodConfigAction {
 }
 
 /// The pure decision for a pod whose class's desired hash is `hash` and desired monitor
-/// configuration `conf` (JSON text).
-pub fn decide(pod: &Pod, hash: &str, conf: &str) -> PodConfigAction {
+/// configuration `conf` (JSON text). During an incompatible upgrade, `staged_image` is the
+/// sidecar image that copies the new binaries: the pod is only synced once it runs it.
+pub fn decide(pod: &Pod, hash: &str, conf: &str, staged_image: Option<&str>) -> PodConfigAction {
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
-    if annotations
+    let current = annotations
         .get(resources::LAST_CONFIG_MAP_KEY)
         .map(String::as_str)
-        == Some(hash)
-    {
+        == Some(hash);
+    let staged = staged_image.is_none_or(|image| {
+        resources::container_image(pod, resources::SIDECAR_CONTAINER).as_deref() == Some(image)
+    });
+    if current && staged {
         return PodConfigAction::Current;
     }
-    if monitor::configuration_current(pod, conf) {
+    if staged && monitor::configuration_current(pod, conf) {
         PodConfigAction::Record
     } else {
         PodConfigAction::Poke(!annotations.contains_key(monitor::OUTDATED_CONFIG_MAP_KEY))
@@ -74,6 +81,10 @@ impl UpdatePodConfig {
     async fn run_step(&self, pass: &mut Pass) -> Result<Flow, UpdatePodConfigError> {
         let pods = pass.pods().await?;
         let desired = resources::config_map(&pass.cluster);
+        let staged_image = pass
+            .cluster
+            .is_being_upgraded_with_incompatible_version()
+            .then(|| resources::sidecar_image(&pass.cluster));
         let data = desired.data.clone().unwrap_or_default();
         let api = pass.api::<Pod>();
         let params = PatchParams {
@@ -97,7 +108,7 @@ impl UpdatePodConfig {
                 .get(&resources::monitor_conf_key(&group.process_class))
                 .cloned()
                 .unwrap_or_default();
-            let annotations: Value = match decide(pod, &hash, &conf) {
+            let annotations: Value = match decide(pod, &hash, &conf, staged_image.as_deref()) {
                 PodConfigAction::Current => continue,
                 PodConfigAction::Record => {
                     changed |= group.has_condition(condition::INCORRECT_CONFIG_MAP);
@@ -175,7 +186,42 @@ mod tests {
             ("no monitor annotations at all", pod(&[]), Poke(true)),
         ];
         for (name, p, want) in cases {
-            assert_eq!(decide(&p, "h2", r#"{"v":2}"#), want, "{name}");
+            assert_eq!(decide(&p, "h2", r#"{"v":2}"#, None), want, "{name}");
         }
+    }
+
+    #[test]
+    fn during_an_incompatible_upgrade_the_new_binaries_must_be_staged_too() {
+        use PodConfigAction::*;
+        let c = crate::crd::FoundationDBCluster::new(
+            "c",
+            crate::crd::FoundationDBClusterSpec {
+                version: "7.1.57".into(),
+                ..Default::default()
+            },
+        );
+        let g = crate::crd::ProcessGroupStatus::new(
+            crate::crd::ProcessGroupId::new("log-1"),
+            crate::crd::ProcessClass::new("log"),
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        let mut p = resources::pod(&c, &g, "h2");
+        p.metadata.annotations.as_mut().unwrap().insert(
+            monitor::LAUNCHER_CONFIGURATION_KEY.into(),
+            r#"{"v":2}"#.into(),
+        );
+        let new = "foundationdb/fdb-kubernetes-monitor:7.3.63";
+        assert_eq!(
+            decide(&p, "h2", r#"{"v":2}"#, Some(new)),
+            Poke(true),
+            "old sidecar"
+        );
+        for container in p.spec.as_mut().unwrap().containers.iter_mut() {
+            if container.name == resources::SIDECAR_CONTAINER {
+                container.image = Some(new.into());
+            }
+        }
+        assert_eq!(decide(&p, "h2", r#"{"v":2}"#, Some(new)), Current);
+        assert_eq!(decide(&p, "h1", r#"{"v":2}"#, Some(new)), Record);
     }
 }

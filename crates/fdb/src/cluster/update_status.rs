@@ -61,6 +61,8 @@ pub struct Observed<'a> {
     pub version: Option<String>,
     /// Its pod lacks desired labels or annotations.
     pub pod_metadata_missing: bool,
+    /// Its pod's sidecar container runs another image than desired.
+    pub sidecar_image_wrong: bool,
 }
 
 /// Whether a process runs the wrong command line or version (`IncorrectCommandLine`).
@@ -132,6 +134,11 @@ pub fn update_group(
             now,
         );
         group.update_condition(
+            condition::INCORRECT_SIDECAR_IMAGE,
+            seen.sidecar_image_wrong,
+            now,
+        );
+        group.update_condition(
             condition::INCORRECT_CONFIG_MAP,
             seen.config_hash
                 .as_ref()
@@ -153,6 +160,7 @@ pub fn update_group(
         group.update_condition(condition::INCORRECT_POD_SPEC, false, now);
         group.update_condition(condition::INCORRECT_CONFIG_MAP, false, now);
         group.update_condition(condition::INCORRECT_POD_METADATA, false, now);
+        group.update_condition(condition::INCORRECT_SIDECAR_IMAGE, false, now);
     }
     if seen.status_has_processes {
         group.update_condition(
@@ -386,6 +394,7 @@ impl UpdateStatus {
         let desired_data = desired_cm.data.clone().unwrap_or_default();
         let version = (!cluster.version_compatible_upgrade_in_progress())
             .then(|| cluster.spec.version.clone());
+        let sidecar_image = resources::sidecar_image(&cluster);
         for group in &mut status.process_groups {
             let id = group.process_group_id.clone();
             if without_exclusion.contains(&id) || group.process_class.as_str() == "test" {
@@ -414,6 +423,10 @@ impl UpdateStatus {
                 )),
                 command_line,
                 version: version.clone(),
+                sidecar_image_wrong: pod.is_some_and(|p| {
+                    resources::container_image(p, resources::SIDECAR_CONTAINER)
+                        .is_some_and(|i| i != sidecar_image)
+                }),
                 pod_metadata_missing: pod.is_some_and(|p| {
                     let want = resources::pod(&hashed, group, "");
                     update_metadata::missing_metadata(&p.metadata, &want.metadata).is_some()
