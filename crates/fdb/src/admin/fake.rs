@@ -17,6 +17,13 @@
 //!   string with a new generation ID.
 //! - Time is the wall clock plus an injectable offset ([`FakeDatabase::advance`]); configure,
 //!   exclude, include, kill and coordinator changes reset the recovery timer.
+//! - Each process has a start time (its `uptime_seconds`) and keeps the command line and
+//!   version it started with; `kill` and `kill_for_upgrade` restart it (uptime 0) with what its
+//!   pod's monitor has loaded by then (`fake_pods.rs`, [`super::fake_monitor`]).
+//! - A stateful process that disappears without being excluded costs its teams a replica
+//!   (data unhealthy, `min_replicas_remaining` lowered) until it comes back or
+//!   [`FakeDatabase::set_heal_reads`] status reads have re-replicated its data.
+//! - `cluster.clients.supported_versions` is what the test sets ([`FakeDatabase::set_clients`]).
 //! - The lock follows [`super::lock`] exactly (expiry against the clock, deny list, owner
 //!   take-over); every instance created by [`FakeDatabase::lock_client`] shares the records.
 //! - Every call is logged in fdbcli's words (lock takes as `lock <owner>: taken|held by
@@ -32,7 +39,7 @@ use async_trait::async_trait;
 use super::lock::{self, LockRecord, TakeDecision};
 use super::status::{
     ClientDatabaseStatus, Coordinator, DataState, FdbStatus, ProcessInfo, ProcessRoleInfo,
-    RecoveryState, TeamTracker,
+    RecoveryState, SupportedVersion, TeamTracker,
 };
 use super::{AdminClient, AdminError, LiveBackupStatus, LockClient};
 use crate::crd::{
@@ -55,8 +62,15 @@ pub struct FakeProcess {
     pub version: String,
     /// Its command line.
     pub command_line: String,
-    /// Seconds since it started, at the time it was registered.
-    pub uptime_seconds: f64,
+    /// When it started, Unix seconds on the database's clock (`uptime_seconds` counts from
+    /// here).
+    pub started: i64,
+    /// The command line and version its pod's monitor would start it with now: a `kill`
+    /// restarts it with these (until then it keeps running what it started with).
+    pub restart_with: Option<(String, String)>,
+    /// The UID of the pod it runs in (empty when set by a test): a new pod at the same
+    /// address is a new process.
+    pub pod: String,
 }
 
 #[derive(Default)]
@@ -71,13 +85,20 @@ struct State {
     // exclusion string -> status reads left before its processes give up their roles
     exclusions: BTreeMap<String, u32>,
     drain_reads: u32,
-    calls: Vec<String>,
+    heal_reads: u32,
+    // (clock, fdbcli words)
+    calls: Vec<(i64, String)>,
     failures: BTreeMap<&'static str, AdminError>,
     lock: Option<LockRecord>,
     deny_list: BTreeSet<String>,
     upgrades: BTreeMap<String, BTreeSet<String>>,
     maintenance_zone: String,
     maintenance: BTreeMap<String, i64>,
+    // Stateful instance IDs seen with data, not excluded: one that is gone costs a replica
+    // until its data is re-replicated (status reads left) or it comes back.
+    stateful: BTreeMap<String, u32>,
+    // `cluster.clients.supported_versions`, as the test sets them.
+    clients: Vec<SupportedVersion>,
 }
 
 impl State {
@@ -137,6 +158,7 @@ impl FakeDatabase {
             state: Arc::new(Mutex::new(State {
                 last_recovery: now - 3600,
                 available: true,
+                heal_reads: 50,
                 ..State::default()
             })),
         }
@@ -158,6 +180,11 @@ impl FakeDatabase {
 
     /// Every call so far, in fdbcli's words (`configure new double ssd-2`, `exclude no_wait …`).
     pub fn calls(&self) -> Vec<String> {
+        self.st().calls.iter().map(|(_, c)| c.clone()).collect()
+    }
+
+    /// Every call so far with the database's clock (Unix seconds) when it was made.
+    pub fn timed_calls(&self) -> Vec<(i64, String)> {
         self.st().calls.clone()
     }
 
@@ -169,6 +196,12 @@ impl FakeDatabase {
     /// Makes every call fail with a timeout (false) or answer again (true).
     pub fn set_available(&self, available: bool) {
         self.st().available = available;
+    }
+
+    /// How many status reads the data of a stateful process that disappeared (without
+    /// exclusion) takes to be re-replicated (default 50).
+    pub fn set_heal_reads(&self, reads: u32) {
+        self.st().heal_reads = reads;
     }
 
     /// How many status reads an excluded stateful process keeps its data role.
@@ -196,52 +229,22 @@ impl FakeDatabase {
         self.st().exclusions.keys().cloned().collect()
     }
 
+    /// Sets the connected clients (`cluster.clients.supported_versions`).
+    pub fn set_clients(&self, versions: Vec<SupportedVersion>) {
+        self.st().clients = versions;
+    }
+
+    /// The processes now.
+    pub fn processes(&self) -> Vec<FakeProcess> {
+        self.st().processes.values().cloned().collect()
+    }
+
     /// Replaces the process table.
     pub fn set_processes(&self, processes: impl IntoIterator<Item = FakeProcess>) {
         self.st().processes = processes
             .into_iter()
             .map(|p| (p.address.clone(), p))
             .collect();
-    }
-
-    /// Derives the processes from pods as upstream's mock does: one process per running pod
-    /// with an IP, at `<pod IP>:4501`, class and instance ID from the pod's labels, zone = the
-    /// pod's `FDB_ZONE_ID` (its name or its node), version `version`. Pods without an IP or being deleted have no process.
-    pub fn sync_pods(
-        &self,
-        pods: &[k8s_openapi::api::core::v1::Pod],
-        class_label: &str,
-        id_label: &str,
-        version: &str,
-    ) {
-        let mut st = self.st();
-        let mut next = BTreeMap::new();
-        for pod in pods {
-            if pod.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
-                continue;
-            };
-            let labels = pod.metadata.labels.clone().unwrap_or_default();
-            let (Some(class), Some(id)) = (labels.get(class_label), labels.get(id_label)) else {
-                continue;
-            };
-            let address = format!("{ip}:4501");
-            let zone = zone_of(pod);
-            let existing = st.processes.get(&address);
-            let process = FakeProcess {
-                address: address.clone(),
-                class: ProcessClass::new(class.as_str()),
-                instance_id: id.clone(),
-                zone,
-                version: existing.map_or_else(|| version.to_owned(), |p| p.version.clone()),
-                command_line: format!("/usr/bin/fdbserver --public_address={ip}:4501"),
-                uptime_seconds: existing.map_or(3600.0, |p| p.uptime_seconds),
-            };
-            next.insert(address, process);
-        }
-        st.processes = next;
     }
 
     /// Instance IDs of processes that still hold data (stateful, not excluded or still
@@ -314,7 +317,8 @@ impl FakeDatabase {
             })
             .collect();
         s.cluster.configuration = configuration;
-        let elapsed = (st.now() - st.last_recovery) as f64;
+        let now = st.now();
+        let elapsed = (now - st.last_recovery) as f64;
         for p in st.processes.values() {
             let excluded = st.excluded(p).is_some();
             let mut roles = Vec::new();
@@ -343,18 +347,50 @@ impl FakeDatabase {
                     excluded,
                     locality,
                     version: p.version.clone(),
-                    uptime_seconds: p.uptime_seconds + elapsed.max(0.0),
+                    uptime_seconds: (now - p.started).max(0) as f64,
                     roles,
                     ..ProcessInfo::default()
                 },
             );
         }
+        // A stateful process that is gone (not excluded) costs its teams a replica until it
+        // comes back or its data is re-replicated after `heal_reads` status reads.
+        let present: BTreeSet<String> = st
+            .processes
+            .values()
+            .map(|p| p.instance_id.clone())
+            .collect();
+        let lost: Vec<String> = st
+            .stateful
+            .keys()
+            .filter(|id| !present.contains(*id))
+            .cloned()
+            .collect();
+        for id in &lost {
+            let left = st.stateful.get(id).copied().unwrap_or(0);
+            if left == 0 {
+                st.stateful.remove(id);
+            } else {
+                st.stateful.insert(id.clone(), left - 1);
+            }
+        }
+        let replicas = match s.cluster.configuration.redundancy_mode.as_str() {
+            "single" => 1,
+            "triple" | "three_data_hall" => 3,
+            _ => 2,
+        };
         let healthy = DataState {
-            healthy: true,
-            name: "healthy".into(),
-            min_replicas_remaining: 3,
+            healthy: lost.is_empty(),
+            name: if lost.is_empty() {
+                "healthy"
+            } else {
+                "healthy_repartitioning"
+            }
+            .into(),
+            min_replicas_remaining: (replicas - lost.len() as i64).max(0),
             ..DataState::default()
         };
+        s.client.database_status.healthy = lost.is_empty();
         s.cluster.data.state = healthy.clone();
         s.cluster.data.team_trackers = vec![TeamTracker {
             primary: true,
@@ -365,6 +401,7 @@ impl FakeDatabase {
         s.cluster.generation = 2;
         s.cluster.connection_string = st.connection_string.clone();
         s.cluster.maintenance_zone = st.maintenance_zone.clone();
+        s.cluster.clients.supported_versions = st.clients.clone();
         s.cluster.recovery_state = RecoveryState {
             active_generations: 1,
             name: "fully_recovered".into(),
@@ -384,39 +421,10 @@ impl FakeDatabase {
         words: String,
     ) -> Result<MutexGuard<'_, State>, AdminError> {
         let mut st = self.st();
-        st.calls.push(words);
+        let now = st.now();
+        st.calls.push((now, words));
         st.take_failure(method)?;
         Ok(st)
-    }
-}
-
-/// The pod's `FDB_ZONE_ID` as the monitor would substitute it: a literal value, the pod's
-/// name or its node (the default).
-fn zone_of(pod: &k8s_openapi::api::core::v1::Pod) -> String {
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let node = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default();
-    let env = pod
-        .spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .flat_map(|c| c.env.iter().flatten())
-        .find(|e| e.name == "FDB_ZONE_ID");
-    match env {
-        Some(e) if e.value.is_some() => e.value.clone().unwrap_or_default(),
-        Some(e) => match e
-            .value_from
-            .as_ref()
-            .and_then(|v| v.field_ref.as_ref())
-            .map(|f| f.field_path.as_str())
-        {
-            Some("metadata.name") => name,
-            _ => node,
-        },
-        None => node,
     }
 }
 
@@ -488,6 +496,21 @@ impl AdminClient for FakeDatabase {
         let drain = st.drain_reads;
         for t in &targets {
             st.exclusions.entry(t.clone()).or_insert(drain);
+        }
+        let excluded: Vec<String> = st
+            .processes
+            .values()
+            .filter(|p| st.excluded(p).is_some())
+            .map(|p| p.instance_id.clone())
+            .collect();
+        for id in excluded.iter().chain(
+            targets
+                .iter()
+                .filter_map(|t| t.strip_prefix("locality_instance_id:").map(str::to_owned))
+                .collect::<Vec<_>>()
+                .iter(),
+        ) {
+            st.stateful.remove(id);
         }
         st.recovered();
         if !no_wait {
@@ -702,9 +725,14 @@ impl FakeDatabase {
     ) -> Result<(), AdminError> {
         let list: Vec<String> = addresses.iter().map(ToString::to_string).collect();
         let mut st = self.call(method, format!("kill {}", list.join(" ")))?;
+        let now = st.now();
         for a in &list {
             if let Some(p) = st.processes.get_mut(a) {
-                p.uptime_seconds = 0.0;
+                p.started = now;
+                if let Some((line, version)) = p.restart_with.clone() {
+                    p.command_line = line;
+                    p.version = version;
+                }
             }
         }
         st.recovered();
@@ -759,7 +787,9 @@ impl LockClient for FakeLockClient {
                 }),
             ),
         };
-        st.calls.push(format!("lock {}: {entry}", self.owner));
+        let now = st.now();
+        st.calls
+            .push((now, format!("lock {}: {entry}", self.owner)));
         result
     }
 
@@ -814,6 +844,9 @@ impl LockClient for FakeLockClient {
         Ok(())
     }
 }
+
+#[path = "fake_pods.rs"]
+mod pods;
 
 #[cfg(test)]
 #[path = "fake_tests.rs"]

@@ -8,7 +8,9 @@ fn process(n: u8, class: &str) -> FakeProcess {
         zone: format!("zone-{n}"),
         version: "7.1.57".into(),
         command_line: String::new(),
-        uptime_seconds: 100.0,
+        started: 0,
+        restart_with: None,
+        pod: String::new(),
     }
 }
 
@@ -212,4 +214,43 @@ async fn pending_upgrades_are_shared() {
     assert_eq!(a.get_pending_upgrades("7.3.43").await.unwrap().len(), 2);
     b.clear_pending_upgrades().await.unwrap();
     assert!(a.get_pending_upgrades("7.3.43").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_kill_restarts_processes_with_what_their_pod_loaded() {
+    let db = configured();
+    db.configure_database(&config("double"), true)
+        .await
+        .unwrap();
+    let now = db.now();
+    let mut storage = process(1, "storage");
+    storage.started = now - 100;
+    storage.command_line = "fdbserver --old".into();
+    storage.restart_with = Some(("fdbserver --new".into(), "7.1.63".into()));
+    db.set_processes([storage, process(2, "log"), process(3, "stateless")]);
+    let s = db.get_status().await.unwrap();
+    let p = &s.cluster.processes["storage-1"];
+    assert!(
+        (100.0..110.0).contains(&p.uptime_seconds),
+        "{}",
+        p.uptime_seconds
+    );
+    assert_eq!(
+        p.command_line, "fdbserver --old",
+        "loading alone restarts nothing"
+    );
+    db.advance(50);
+    let address = ProcessAddress::parse("127.1.0.1:4501").unwrap();
+    db.kill(std::slice::from_ref(&address)).await.unwrap();
+    let s = db.get_status().await.unwrap();
+    let p = &s.cluster.processes["storage-1"];
+    assert!(p.uptime_seconds < 5.0, "{}", p.uptime_seconds);
+    assert_eq!(p.command_line, "fdbserver --new");
+    assert_eq!(p.version, "7.1.63");
+    assert!(s.cluster.recovery_state.seconds_since_last_recovered < 5.0);
+    assert!(
+        db.timed_calls()
+            .iter()
+            .any(|(t, c)| c.starts_with("kill") && *t >= now + 50)
+    );
 }

@@ -13,6 +13,7 @@
 pub mod binaries;
 pub mod cli;
 pub mod fake;
+pub mod fake_monitor;
 pub mod keys;
 pub mod lock;
 pub mod status;

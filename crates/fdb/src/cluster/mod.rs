@@ -21,7 +21,9 @@ pub mod add_pods;
 pub mod add_process_groups;
 pub mod add_pvcs;
 pub mod add_services;
+pub mod bounce_processes;
 pub mod change_coordinators;
+pub mod check_client_compatibility;
 pub mod choose_removals;
 pub mod conditions;
 pub mod coordinators;
@@ -29,6 +31,7 @@ pub mod delete_terminal_pods;
 pub mod exclude_processes;
 pub mod fault_tolerance;
 pub mod generate_initial_cluster_file;
+pub mod monitor;
 pub mod remove_process_groups;
 pub mod remove_services;
 pub mod replace_failed_process_groups;
@@ -37,6 +40,10 @@ pub mod resources;
 pub mod update_config_map;
 pub mod update_database_configuration;
 pub mod update_lock_configuration;
+pub mod update_metadata;
+pub mod update_pod_config;
+pub mod update_pods;
+pub mod update_sidecar_versions;
 pub mod update_status;
 
 use std::collections::BTreeMap;
@@ -393,6 +400,7 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(update_status::UpdateStatus)
         .step(update_lock_configuration::UpdateLockConfiguration)
         .step(update_config_map::UpdateConfigMap)
+        .step(check_client_compatibility::CheckClientCompatibility)
         .step(delete_terminal_pods::DeleteTerminalPods)
         .step(replace_misconfigured_process_groups::ReplaceMisconfiguredProcessGroups)
         .step(replace_failed_process_groups::ReplaceFailedProcessGroups)
@@ -401,10 +409,15 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(add_pvcs::AddPvcs)
         .step(add_pods::AddPods)
         .step(generate_initial_cluster_file::GenerateInitialClusterFile)
+        .step(update_sidecar_versions::UpdateSidecarVersions)
+        .step(update_pod_config::UpdatePodConfig)
+        .step(update_metadata::UpdateMetadata)
         .step(update_database_configuration::UpdateDatabaseConfiguration)
         .step(choose_removals::ChooseRemovals)
         .step(exclude_processes::ExcludeProcesses)
         .step(change_coordinators::ChangeCoordinators)
+        .step(bounce_processes::BounceProcesses)
+        .step(update_pods::UpdatePods)
         .step(remove_process_groups::RemoveProcessGroups)
         .step(remove_services::RemoveServices)
         .step(update_status::UpdateStatus)
@@ -420,6 +433,7 @@ mod tests {
                 "update_status",
                 "update_lock_configuration",
                 "update_config_map",
+                "check_client_compatibility",
                 "delete_terminal_pods",
                 "replace_misconfigured_process_groups",
                 "replace_failed_process_groups",
@@ -428,10 +442,15 @@ mod tests {
                 "add_pvcs",
                 "add_pods",
                 "generate_initial_cluster_file",
+                "update_sidecar_versions",
+                "update_pod_config",
+                "update_metadata",
                 "update_database_configuration",
                 "choose_removals",
                 "exclude_processes",
                 "change_coordinators",
+                "bounce_processes",
+                "update_pods",
                 "remove_process_groups",
                 "remove_services",
                 "update_status",

@@ -31,6 +31,11 @@ pub const LAST_SPEC_KEY: &str = "foundationdb.org/last-applied-spec";
 pub const LAST_CONFIG_MAP_KEY: &str = "foundationdb.org/last-applied-config-map";
 /// The main container.
 pub const MAIN_CONTAINER: &str = "foundationdb";
+/// The sidecar container: the unified image in sidecar mode, copying its version's binaries
+/// into the shared volume, where an incompatible upgrade finds the new fdbserver.
+pub const SIDECAR_CONTAINER: &str = "foundationdb-kubernetes-sidecar";
+/// Where the sidecar copies binaries (`bin/<version>/fdbserver` below it).
+pub const SHARED_BINARIES_DIR: &str = "/var/fdb/shared-binaries";
 /// The unified image's default repository.
 pub const DEFAULT_MONITOR_IMAGE: &str = "foundationdb/fdb-kubernetes-monitor";
 /// Default size of a data volume.
@@ -92,9 +97,18 @@ pub fn monitor_conf(cluster: &FoundationDBCluster, class: &ProcessClass) -> Valu
             cluster.spec.data_center
         )));
     }
+    // During a protocol-incompatible upgrade the processes are to run the new version's
+    // fdbserver, which the sidecar has copied into the shared volume.
+    let (version, binary) = if cluster.is_being_upgraded_with_incompatible_version() {
+        let v = cluster.spec.version.clone();
+        let path = format!("{SHARED_BINARIES_DIR}/bin/{v}/fdbserver");
+        (v, path)
+    } else {
+        (cluster.running_version(), "fdbserver".to_owned())
+    };
     json!({
-        "version": cluster.running_version(),
-        "binaryPath": "fdbserver",
+        "version": version,
+        "binaryPath": binary,
         "runServers": !status.connection_string.is_empty(),
         "arguments": args,
     })
@@ -202,8 +216,39 @@ fn zone_env(cluster: &FoundationDBCluster) -> EnvVar {
     field_env("FDB_ZONE_ID", path)
 }
 
+/// The image the sidecar container should run: the target version during an incompatible
+/// upgrade (UpdateSidecarVersions sets it in place), the pods' version otherwise.
+pub fn sidecar_image(cluster: &FoundationDBCluster) -> String {
+    select_image(
+        &cluster.spec.sidecar_container.image_configs,
+        DEFAULT_MONITOR_IMAGE,
+        &cluster.spec.version,
+    )
+}
+
+fn sidecar(image: String) -> Container {
+    let mut args: Vec<String> = ["--mode", "sidecar", "--output-dir", SHARED_BINARIES_DIR]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    for binary in ["fdbserver", "fdbcli"] {
+        args.extend(["--copy-binary".to_owned(), binary.to_owned()]);
+    }
+    Container {
+        name: SIDECAR_CONTAINER.to_owned(),
+        image: Some(image),
+        args: Some(args),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "shared-binaries".into(),
+            mount_path: SHARED_BINARIES_DIR.into(),
+            ..VolumeMount::default()
+        }]),
+        ..Container::default()
+    }
+}
+
 /// The desired pod spec of `group` (before hashing): the class's pod template with the main
-/// container's image, environment and mounts.
+/// container's image, environment and mounts, and the sidecar.
 pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> PodSpec {
     let class = &group.process_class;
     let settings = cluster.process_settings(class);
@@ -211,10 +256,18 @@ pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> Po
         .pod_template
         .and_then(|t| t.spec)
         .unwrap_or_default();
+    // A patch upgrade puts the new version into the image at once (pods are then recreated
+    // by UpdatePods or replaced); an incompatible one keeps the running version until every
+    // process was bounced onto the new binaries.
+    let version = if cluster.is_being_upgraded_with_incompatible_version() {
+        cluster.running_version()
+    } else {
+        cluster.spec.version.clone()
+    };
     let image = select_image(
         &cluster.spec.main_container.image_configs,
         DEFAULT_MONITOR_IMAGE,
-        &cluster.running_version(),
+        &version,
     );
     let pos = spec
         .containers
@@ -253,6 +306,7 @@ pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> Po
         ("data", "/var/fdb/data"),
         ("config-map", "/var/dynamic-conf"),
         ("fdb-trace-logs", "/var/log/fdb-trace-logs"),
+        ("shared-binaries", SHARED_BINARIES_DIR),
     ] {
         if !mounts.iter().any(|m| m.name == name) {
             mounts.push(VolumeMount {
@@ -303,12 +357,36 @@ pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> Po
         empty_dir: Some(Default::default()),
         ..Volume::default()
     };
-    for v in [data, config, logs] {
+    let shared = Volume {
+        name: "shared-binaries".into(),
+        empty_dir: Some(Default::default()),
+        ..Volume::default()
+    };
+    for v in [data, config, logs, shared] {
         if !volumes.iter().any(|x| x.name == v.name) {
             volumes.push(v);
         }
     }
+    if !spec.containers.iter().any(|c| c.name == SIDECAR_CONTAINER) {
+        let image = select_image(
+            &cluster.spec.sidecar_container.image_configs,
+            DEFAULT_MONITOR_IMAGE,
+            &version,
+        );
+        spec.containers.push(sidecar(image));
+    }
     spec
+}
+
+/// The image `pod`'s container `name` runs, if it has that container.
+pub fn container_image(pod: &Pod, name: &str) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == name)?
+        .image
+        .clone()
 }
 
 /// The desired pod of `group`; `config_hash` is [`config_map_hash`] of the current map.

@@ -26,7 +26,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kit::pipeline::{Flow, Step, StepResult};
 
-use super::{Pass, coordinators, resources, step_error};
+use super::{Pass, coordinators, monitor, resources, step_error, update_metadata};
 use crate::admin::FdbStatus;
 use crate::admin::status::ProcessInfo;
 use crate::crd::{
@@ -52,6 +52,29 @@ pub struct Observed<'a> {
     pub status_has_processes: bool,
     /// The desired pod-spec hash.
     pub spec_hash: String,
+    /// The desired config-map hash of the group's class (`None`: not checked).
+    pub config_hash: Option<String>,
+    /// The command line its process should run: the desired monitor configuration rendered
+    /// with the pod's substitutions (`None`: the monitor has not published them; not checked).
+    pub command_line: Option<String>,
+    /// The version its processes should run (`None` during a patch upgrade: not checked).
+    pub version: Option<String>,
+    /// Its pod lacks desired labels or annotations.
+    pub pod_metadata_missing: bool,
+    /// Its pod's sidecar container runs another image than desired.
+    pub sidecar_image_wrong: bool,
+}
+
+/// Whether a process runs the wrong command line or version (`IncorrectCommandLine`).
+fn wrong_command_line(p: &ProcessInfo, seen: &Observed) -> bool {
+    let line = seen
+        .command_line
+        .as_ref()
+        .is_some_and(|want| p.command_line != *want);
+    let version = seen.version.as_ref().is_some_and(|want| {
+        p.version != *want && p.version.strip_suffix("-PRERELEASE") != Some(want.as_str())
+    });
+    line || version
 }
 
 /// Updates `group`'s conditions and addresses from what was observed (upstream's rules for
@@ -100,6 +123,28 @@ pub fn update_group(
             hash.is_some_and(|h| *h != seen.spec_hash),
             now,
         );
+        let config_hash = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(resources::LAST_CONFIG_MAP_KEY));
+        group.update_condition(
+            condition::INCORRECT_POD_METADATA,
+            seen.pod_metadata_missing,
+            now,
+        );
+        group.update_condition(
+            condition::INCORRECT_SIDECAR_IMAGE,
+            seen.sidecar_image_wrong,
+            now,
+        );
+        group.update_condition(
+            condition::INCORRECT_CONFIG_MAP,
+            seen.config_hash
+                .as_ref()
+                .is_some_and(|want| config_hash != Some(want)),
+            now,
+        );
         let ips: Vec<String> = pod
             .status
             .as_ref()
@@ -113,11 +158,19 @@ pub fn update_group(
         group.update_condition(condition::POD_PENDING, false, now);
         group.update_condition(condition::POD_FAILING, false, now);
         group.update_condition(condition::INCORRECT_POD_SPEC, false, now);
+        group.update_condition(condition::INCORRECT_CONFIG_MAP, false, now);
+        group.update_condition(condition::INCORRECT_POD_METADATA, false, now);
+        group.update_condition(condition::INCORRECT_SIDECAR_IMAGE, false, now);
     }
     if seen.status_has_processes {
         group.update_condition(
             condition::MISSING_PROCESSES,
             seen.processes.is_empty() && !removed_excluded,
+            now,
+        );
+        group.update_condition(
+            condition::INCORRECT_COMMAND_LINE,
+            seen.processes.iter().any(|p| wrong_command_line(p, seen)),
             now,
         );
         let excluded = seen.processes.iter().any(|p| p.excluded);
@@ -337,6 +390,11 @@ impl UpdateStatus {
             .collect();
         let mut hashed = cluster.clone();
         hashed.status = Some(status.clone());
+        let desired_cm = resources::config_map(&hashed);
+        let desired_data = desired_cm.data.clone().unwrap_or_default();
+        let version = (!cluster.version_compatible_upgrade_in_progress())
+            .then(|| cluster.spec.version.clone());
+        let sidecar_image = resources::sidecar_image(&cluster);
         for group in &mut status.process_groups {
             let id = group.process_group_id.clone();
             if without_exclusion.contains(&id) || group.process_class.as_str() == "test" {
@@ -346,12 +404,33 @@ impl UpdateStatus {
             } else if to_remove.contains(&id) {
                 group.mark_for_removal(now);
             }
+            let pod = pods.get(id.as_str());
+            let conf_key = resources::monitor_conf_key(&group.process_class);
+            let command_line = desired_data
+                .get(&conf_key)
+                .and_then(|text| serde_json::from_str(text).ok())
+                .zip(pod.and_then(monitor::substitutions))
+                .and_then(|(conf, env)| monitor::command_line(&conf, &env, 1));
             let seen = Observed {
-                pod: pods.get(id.as_str()),
+                pod,
                 pvc: pvcs.contains_key(id.as_str()),
                 processes: by_group.get(id.as_str()).cloned().unwrap_or_default(),
                 status_has_processes: has_processes,
                 spec_hash: resources::hash(&resources::pod_spec(&hashed, group)),
+                config_hash: Some(resources::config_map_hash(
+                    &desired_cm,
+                    &group.process_class,
+                )),
+                command_line,
+                version: version.clone(),
+                sidecar_image_wrong: pod.is_some_and(|p| {
+                    resources::container_image(p, resources::SIDECAR_CONTAINER)
+                        .is_some_and(|i| i != sidecar_image)
+                }),
+                pod_metadata_missing: pod.is_some_and(|p| {
+                    let want = resources::pod(&hashed, group, "");
+                    update_metadata::missing_metadata(&p.metadata, &want.metadata).is_some()
+                }),
             };
             update_group(group, &seen, available, now);
         }

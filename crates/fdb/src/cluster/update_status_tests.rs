@@ -79,6 +79,7 @@ fn group_conditions_table() {
                 status_has_processes: true,
                 processes: vec![&healthy],
                 spec_hash: "h".into(),
+                ..Default::default()
             },
             vec![],
         ),
@@ -91,6 +92,7 @@ fn group_conditions_table() {
                 status_has_processes: true,
                 processes: vec![&healthy],
                 spec_hash: "h".into(),
+                ..Default::default()
             },
             vec!["PodPending"],
         ),
@@ -103,6 +105,7 @@ fn group_conditions_table() {
                 status_has_processes: true,
                 processes: vec![&healthy],
                 spec_hash: "h".into(),
+                ..Default::default()
             },
             vec!["IncorrectPodSpec"],
         ),
@@ -115,6 +118,7 @@ fn group_conditions_table() {
                 status_has_processes: true,
                 processes: vec![],
                 spec_hash: "h".into(),
+                ..Default::default()
             },
             vec!["MissingProcesses"],
         ),
@@ -127,6 +131,7 @@ fn group_conditions_table() {
                 status_has_processes: false,
                 processes: vec![],
                 spec_hash: "h".into(),
+                ..Default::default()
             },
             vec!["MissingProcesses"],
         ),
@@ -139,12 +144,60 @@ fn group_conditions_table() {
                 status_has_processes: true,
                 processes: vec![&excluded],
                 spec_hash: "h".into(),
+                ..Default::default()
             },
             vec!["ProcessIsMarkedAsExcluded"],
         ),
     ];
     for (name, class, seen, want) in cases {
         let mut g = group("x-1", class);
+        update_group(&mut g, &seen, true, t(200));
+        assert_eq!(kinds(&g), want, "{name}");
+    }
+}
+
+#[test]
+fn config_map_and_command_line_conditions_table() {
+    let mut told = pod("Running", "127.1.0.5", "h");
+    told.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(resources::LAST_CONFIG_MAP_KEY.into(), "cm1".into());
+    let untold = pod("Running", "127.1.0.5", "h");
+    let running = |line: &str, version: &str| ProcessInfo {
+        command_line: line.into(),
+        version: version.into(),
+        ..Default::default()
+    };
+    let (right, knob, old) = (
+        running("fdbserver --a", "7.1.57"),
+        running("fdbserver --b", "7.1.57"),
+        running("fdbserver --a", "7.1.55"),
+    );
+    let seen = |pod, p, cm: &str, line: Option<&str>, version: Option<&str>| Observed {
+        pod: Some(pod),
+        status_has_processes: true,
+        processes: vec![p],
+        spec_hash: "h".into(),
+        config_hash: Some(cm.into()),
+        command_line: line.map(Into::into),
+        version: version.map(Into::into),
+        ..Default::default()
+    };
+    #[rustfmt::skip]
+    let cases: Vec<(&str, Observed, Vec<&str>)> = vec![
+        ("all current", seen(&told, &right, "cm1", Some("fdbserver --a"), Some("7.1.57")), vec![]),
+        ("config map changed", seen(&told, &right, "cm2", Some("fdbserver --a"), Some("7.1.57")), vec!["IncorrectConfigMap"]),
+        ("pod never told", seen(&untold, &right, "cm1", None, None), vec!["IncorrectConfigMap"]),
+        ("knob changed", seen(&told, &knob, "cm1", Some("fdbserver --a"), Some("7.1.57")), vec!["IncorrectCommandLine"]),
+        ("no substitutions published: not judged", seen(&told, &knob, "cm1", None, Some("7.1.57")), vec![]),
+        ("old version", seen(&told, &old, "cm1", Some("fdbserver --a"), Some("7.1.57")), vec!["IncorrectCommandLine"]),
+        ("old version during a patch upgrade", seen(&told, &old, "cm1", Some("fdbserver --a"), None), vec![]),
+        ("a label the pod lacks", Observed { pod_metadata_missing: true, ..seen(&told, &right, "cm1", None, None) }, vec!["IncorrectPodMetadata"]),
+    ];
+    for (name, seen, want) in cases {
+        let mut g = group("x-1", "stateless");
         update_group(&mut g, &seen, true, t(200));
         assert_eq!(kinds(&g), want, "{name}");
     }

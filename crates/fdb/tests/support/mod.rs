@@ -12,8 +12,8 @@ use std::time::Duration;
 use fdb::admin::fake::FakeDatabase;
 use fdb::cluster::{Context, FakeClients, Options};
 use fdb::crd::FoundationDBCluster;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::TestNamespace;
 use tokio_util::sync::CancellationToken;
@@ -28,6 +28,8 @@ pub struct Harness {
     pub ns: TestNamespace,
     pub clients: FakeClients,
     pub token: CancellationToken,
+    /// The running operator's own token (a child of `token`) and its thresholds.
+    operator_run: Mutex<(CancellationToken, Options)>,
     pub violations: Arc<Mutex<Vec<String>>>,
     _rbac: testenv::rbac::ClusterCleanup,
 }
@@ -42,23 +44,42 @@ impl Harness {
     /// its ServiceAccount.
     pub async fn start_with(prefix: &str, options: Options) -> Self {
         let h = Self::prepare(prefix).await;
+        h.operator_run.lock().unwrap().1 = options;
+        h.spawn_operator();
+        h
+    }
+
+    fn spawn_operator(&self) {
+        let mut run = self.operator_run.lock().unwrap();
+        run.0 = self.token.child_token();
         let ctx = Arc::new(
-            Context::new(h.operator.clone(), Arc::new(h.clients.clone())).with_options(options),
+            Context::new(self.operator.clone(), Arc::new(self.clients.clone()))
+                .with_options(run.1.clone()),
         );
         let rc = kit::controller::RunContext {
-            client: h.operator.clone(),
+            client: self.operator.clone(),
             metrics: kit::metrics::Metrics::new(),
             readiness: kit::health::Readiness::new(),
-            shutdown: h.token.clone(),
+            shutdown: run.0.clone(),
             metrics_addr: ([127, 0, 0, 1], 0).into(),
             probe_addr: ([127, 0, 0, 1], 0).into(),
         };
-        tokio::spawn(fdb::cluster::run(ctx, rc, Some(h.ns.name.clone())));
-        h
+        tokio::spawn(fdb::cluster::run(ctx, rc, Some(self.ns.name.clone())));
+    }
+
+    /// Stops the operator and starts a new one on the same databases: nothing survives in
+    /// memory, as when the operator's pod is restarted.
+    pub fn restart_operator(&self) {
+        let old = self.operator_run.lock().unwrap().0.clone();
+        old.cancel();
+        self.spawn_operator();
     }
 
     /// CRDs, a namespace, the RBAC and the operator's client, but no operator yet.
     pub async fn prepare(prefix: &str) -> Self {
+        if let Ok(level) = std::env::var("FDB_TEST_LOG") {
+            let _ = kit::telemetry::init(kit::telemetry::LogFormat::Text, Some(&level));
+        }
         let client = testenv::client().await;
         for crd in fdb::crd::crds() {
             testenv::install_crd(&client, crd)
@@ -84,6 +105,7 @@ impl Harness {
             ns,
             clients: FakeClients::default(),
             token: CancellationToken::new(),
+            operator_run: Mutex::new((CancellationToken::new(), Options::default())),
             violations: Arc::new(Mutex::new(Vec::new())),
             _rbac: rbac,
         }
@@ -93,7 +115,8 @@ impl Harness {
         self.clients.database(&self.ns.name, name)
     }
 
-    /// The processes follow the pods; a pod gone while its process holds data is recorded.
+    /// The processes follow the pods, each pod's monitor played by
+    /// `fdb::admin::fake_monitor`; a pod gone while its process holds data is recorded.
     pub fn simulate(&self, name: &str) {
         let (db, pods, token, violations) = (
             self.db(name),
@@ -101,11 +124,13 @@ impl Harness {
             self.token.clone(),
             self.violations.clone(),
         );
+        let configs = Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns.name);
+        let cm_name = format!("{name}-config");
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(200));
             while !token.is_cancelled() {
                 tick.tick().await;
-                let Ok(list) = pods.list(&ListParams::default()).await else {
+                let Ok(mut list) = pods.list(&ListParams::default()).await else {
                     continue;
                 };
                 let present: BTreeSet<String> = list
@@ -122,6 +147,7 @@ impl Harness {
                             .push(format!("pod of {id} gone while its process held data"));
                     }
                 }
+                play_monitors(&pods, &configs, &cm_name, &mut list.items).await;
                 db.sync_pods(&list.items, CLASS_LABEL, ID_LABEL, "7.1.57");
             }
         });
@@ -205,4 +231,37 @@ pub async fn create(h: &Harness, name: &str, spec: serde_json::Value) -> Foundat
         .await
         .expect("create");
     h.reconciled(name, Duration::from_secs(180)).await
+}
+
+/// Plays each pod's `fdb-kubernetes-monitor`: publishes the configuration it loads (at start,
+/// and after the operator poked the pod) with its substitutions, as pod annotations, also on
+/// `list`'s copies (a process starts from what its monitor loaded first).
+async fn play_monitors(pods: &Api<Pod>, configs: &Api<ConfigMap>, cm_name: &str, list: &mut [Pod]) {
+    let Ok(Some(cm)) = configs.get_opt(cm_name).await else {
+        return;
+    };
+    let mounts_it = |pod: &Pod| {
+        pod.spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .any(|v| v.config_map.as_ref().is_some_and(|c| c.name == cm_name))
+    };
+    for pod in list.iter_mut().filter(|p| mounts_it(p)) {
+        let Some(annotations) = fdb::admin::fake_monitor::monitor_annotations(pod, &cm) else {
+            continue;
+        };
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let patch = json!({"metadata": {"annotations": annotations}});
+        // A pod deleted in between is no error.
+        if pods
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .is_ok()
+        {
+            pod.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .extend(annotations);
+        }
+    }
 }

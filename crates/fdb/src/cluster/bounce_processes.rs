@@ -1,0 +1,258 @@
+//! BounceProcesses (reference §4 step 22): restarts, with `kill`, the processes whose command
+//! line or version is wrong (`IncorrectCommandLine`), so they pick up the configuration their
+//! pod's monitor has loaded.
+//!
+//! Contract:
+//! - Nothing when `automationOptions.killProcesses` is false.
+//! - Candidates ([`choose`]): groups with `IncorrectCommandLine` and none of
+//!   `IncorrectPodSpec` (the pod is recreated instead) or `SidecarUnreachable`; not class
+//!   `test`, not removed-and-excluded, resources not terminating, not pending, not missing
+//!   processes for longer than `ignoreMissingProcessesSeconds` (30 s). If any candidate's pod
+//!   has not loaded the new configuration yet (`IncorrectConfigMap`), nobody is bounced:
+//!   delayed requeue until every pod has it, so they restart together.
+//! - Safety ([`uptime_gate`]): the database is available with at most 10 active
+//!   generations, `bounce_impact.can_clean_bounce` is not false, and the minimum of every
+//!   non-excluded process's uptime and the time since the last recovery is at least
+//!   `minimumUptimeSecondsForBounce` (600 s); otherwise stop, requeue after the remaining
+//!   time (at least 15 s). This gate is also what keeps a restarted operator from bouncing
+//!   twice: a kill restarts the processes (uptime 0) and the recovery timer, both in the
+//!   database, so a second kill waits a full minimum uptime whatever the operator remembers.
+//! - Then the global lock, and one `kill` of every candidate address at once (upstream's
+//!   default: all processes together, not zone by zone), an Event `BouncedProcesses`, and the
+//!   cached status's recovery timer reset so later steps of the pass see the recovery.
+//! - Protocol-incompatible upgrades (reference §6): groups with `IncorrectPodSpec` and groups
+//!   removed and excluded are bounced too, and a group waits while its config map or its
+//!   sidecar image (the staged binaries) is not current. Every process not on the target
+//!   version must belong to a ready group (else delayed requeue, 5 s); with locks, every
+//!   local group is registered as a pending upgrade, the lock taken, and every such process
+//!   must be registered by some operator instance (else stop, 15 s) before the pending
+//!   upgrades are cleared. Then one `kill_for_upgrade` (kill twice) of all of them, and the
+//!   pass stops so the next one reads the new versions.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use kit::pipeline::{Flow, Step, StepResult};
+
+use super::{Pass, step_error};
+use crate::admin::FdbStatus;
+use crate::crd::{ProcessAddress, ProcessGroupStatus, condition};
+
+step_error!(BounceProcessesError, "bouncing processes");
+
+/// The step.
+pub struct BounceProcesses;
+
+/// Which groups to bounce.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Choice {
+    /// Nothing needs a bounce.
+    Nothing,
+    /// Some pods have not loaded the new configuration yet.
+    WaitForConfig(Vec<String>),
+    /// These groups.
+    Bounce(Vec<String>),
+}
+
+/// Picks the groups to bounce (see the module docs); `ignore_missing_secs` is
+/// `ignoreMissingProcessesSeconds`.
+pub fn choose(
+    groups: &[ProcessGroupStatus],
+    now: Timestamp,
+    ignore_missing_secs: i64,
+    upgrading: bool,
+) -> Choice {
+    let (mut bounce, mut unsynced) = (Vec::new(), Vec::new());
+    for g in groups {
+        let id = g.process_group_id.to_string();
+        let missing_long = g
+            .condition_time(condition::MISSING_PROCESSES)
+            .is_some_and(|t| now.as_second() - t > ignore_missing_secs);
+        let skip = g.process_class.as_str() == "test"
+            || (g.is_marked_for_removal() && g.is_excluded() && !upgrading)
+            || g.has_condition(condition::RESOURCES_TERMINATING)
+            || g.has_condition(condition::POD_PENDING)
+            || missing_long
+            || !g.has_condition(condition::INCORRECT_COMMAND_LINE)
+            || (g.has_condition(condition::INCORRECT_POD_SPEC) && !upgrading)
+            || g.has_condition(condition::SIDECAR_UNREACHABLE);
+        if skip {
+            continue;
+        }
+        if g.has_condition(condition::INCORRECT_CONFIG_MAP)
+            || (upgrading && g.has_condition(condition::INCORRECT_SIDECAR_IMAGE))
+        {
+            unsynced.push(id);
+        } else {
+            bounce.push(id);
+        }
+    }
+    match (unsynced.is_empty(), bounce.is_empty()) {
+        (false, _) => Choice::WaitForConfig(unsynced),
+        (true, true) => Choice::Nothing,
+        (true, false) => Choice::Bounce(bounce),
+    }
+}
+
+/// Seconds still to wait before a bounce is safe: `Ok(())` when it is, `Err(seconds)`
+/// otherwise (`f64::INFINITY` when the database does not allow it at all).
+pub fn uptime_gate(db: &FdbStatus, minimum_uptime: f64, max_generations: i64) -> Result<(), f64> {
+    let usable = db.client.database_status.available
+        && db.cluster.recovery_state.active_generations <= max_generations
+        && db.cluster.bounce_impact.can_clean_bounce != Some(false);
+    if !usable {
+        return Err(f64::INFINITY);
+    }
+    let uptime = db
+        .cluster
+        .processes
+        .values()
+        .filter(|p| !p.excluded)
+        .map(|p| p.uptime_seconds)
+        .fold(
+            db.cluster.recovery_state.seconds_since_last_recovered,
+            f64::min,
+        );
+    if uptime >= minimum_uptime {
+        Ok(())
+    } else {
+        Err(minimum_uptime - uptime)
+    }
+}
+
+/// The addresses of `ids`' processes in the status.
+fn addresses(db: &FdbStatus, ids: &[String]) -> Vec<ProcessAddress> {
+    db.cluster
+        .processes
+        .values()
+        .filter(|p| {
+            p.instance_id()
+                .is_some_and(|id| ids.iter().any(|i| i == id))
+        })
+        .filter_map(|p| p.parsed_address())
+        .collect()
+}
+
+impl BounceProcesses {
+    async fn run_step(&self, pass: &mut Pass) -> Result<Flow, BounceProcessesError> {
+        if !pass.cluster.kill_processes_enabled() {
+            return Ok(Flow::Continue);
+        }
+        let ignore = pass.cluster.ignore_missing_processes().as_secs() as i64;
+        let now = pass.now;
+        let upgrading = pass.cluster.is_being_upgraded_with_incompatible_version();
+        let ids = match choose(&pass.status().process_groups, now, ignore, upgrading) {
+            Choice::Nothing => return Ok(Flow::Continue),
+            Choice::WaitForConfig(ids) => {
+                tracing::info!(cluster = %pass.name(), groups = ?ids, "waiting for the config map to reach every pod before bouncing");
+                return Ok(Flow::delay(Duration::from_secs(15)));
+            }
+            Choice::Bounce(ids) => ids,
+        };
+        let Some(db) = pass.db.clone() else {
+            return Ok(Flow::delay(Duration::from_secs(15)));
+        };
+        let minimum = pass.cluster.minimum_uptime_seconds_for_bounce() as f64;
+        if let Err(left) = uptime_gate(&db, minimum, pass.ctx.options.max_active_generations) {
+            tracing::info!(cluster = %pass.name(), groups = ?ids, wait_seconds = left, "bounce deferred: minimum uptime not reached or the database is not ready");
+            let secs = if left.is_finite() { left.ceil() } else { 15.0 };
+            return Ok(Flow::stop(Duration::from_secs_f64(secs.max(15.0))));
+        }
+        if upgrading {
+            return upgrade(pass, &db, &ids).await;
+        }
+        let targets = addresses(&db, &ids);
+        if targets.is_empty() {
+            return Ok(Flow::delay(Duration::from_secs(15)));
+        }
+        if let Err(e) = pass.take_lock().await {
+            tracing::info!(cluster = %pass.name(), error = %e, "waiting for the lock");
+            return Ok(Flow::delay(Duration::from_secs(10)));
+        }
+        let list: Vec<String> = targets.iter().map(ToString::to_string).collect();
+        tracing::info!(cluster = %pass.name(), addresses = ?list, "bouncing processes");
+        pass.admin().kill(&targets).await?;
+        pass.event(
+            false,
+            "BouncedProcesses",
+            format!(
+                "restarted {} (process groups {})",
+                list.join(" "),
+                ids.join(" ")
+            ),
+        )
+        .await;
+        if let Some(db) = pass.db.as_mut() {
+            db.cluster.recovery_state.seconds_since_last_recovered = 0.0;
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+/// Processes of the status not yet on `version`: `(instance ID, address)`.
+pub fn not_upgraded(db: &FdbStatus, version: &str) -> Vec<(String, ProcessAddress)> {
+    db.cluster
+        .processes
+        .values()
+        .filter(|p| p.version != version)
+        .filter_map(|p| Some((p.instance_id()?.to_owned(), p.parsed_address()?)))
+        .collect()
+}
+
+/// The incompatible upgrade's kill: once every process not on the target version belongs to
+/// a staged group (and, with locks, is registered as a pending upgrade by some operator
+/// instance), all of them are killed together, twice (`kill_for_upgrade`); then the pass
+/// stops so the next one reads the new versions.
+async fn upgrade(
+    pass: &mut Pass,
+    db: &FdbStatus,
+    ids: &[String],
+) -> Result<Flow, BounceProcessesError> {
+    let version = pass.cluster.spec.version.clone();
+    let pending = not_upgraded(db, &version);
+    let unstaged: Vec<&String> = pending
+        .iter()
+        .map(|(id, _)| id)
+        .filter(|id| !ids.contains(id))
+        .collect();
+    if !unstaged.is_empty() {
+        tracing::info!(cluster = %pass.name(), groups = ?unstaged, "upgrade waits for every process to be staged");
+        return Ok(Flow::delay(Duration::from_secs(5)));
+    }
+    if pass.cluster.should_use_locks() {
+        let lock = pass.lock();
+        lock.add_pending_upgrades(&version, ids).await?;
+        if let Err(e) = pass.take_lock().await {
+            tracing::info!(cluster = %pass.name(), error = %e, "waiting for the lock");
+            return Ok(Flow::delay(Duration::from_secs(10)));
+        }
+        let registered = lock.get_pending_upgrades(&version).await?;
+        if pending.iter().any(|(id, _)| !registered.contains(id)) {
+            tracing::info!(cluster = %pass.name(), "waiting for processes to be updated by every operator");
+            return Ok(Flow::stop(Duration::from_secs(15)));
+        }
+        lock.clear_pending_upgrades().await?;
+    }
+    let targets: Vec<ProcessAddress> = pending.into_iter().map(|(_, a)| a).collect();
+    let list: Vec<String> = targets.iter().map(ToString::to_string).collect();
+    tracing::info!(cluster = %pass.name(), %version, addresses = ?list, "upgrading: killing every process");
+    pass.admin().kill_for_upgrade(&targets).await?;
+    let note = format!("upgrade to {version}: restarted {}", list.join(" "));
+    pass.event(false, "BouncedProcesses", note).await;
+    Ok(Flow::stop(Duration::from_secs(1)))
+}
+
+impl Step<Pass> for BounceProcesses {
+    fn name(&self) -> &'static str {
+        "bounce_processes"
+    }
+
+    fn run<'a>(&'a self, pass: &'a mut Pass) -> BoxFuture<'a, StepResult> {
+        Box::pin(async move { Ok(self.run_step(pass).await?) })
+    }
+}
+
+#[cfg(test)]
+#[path = "bounce_processes_tests.rs"]
+mod tests;

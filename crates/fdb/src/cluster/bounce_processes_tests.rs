@@ -1,0 +1,155 @@
+use super::*;
+use crate::admin::status::ProcessInfo;
+use crate::crd::ProcessGroupId;
+
+fn t(s: i64) -> Timestamp {
+    Timestamp::from_second(s).unwrap()
+}
+
+/// A group with `conditions`, first seen at 100.
+fn group(id: &str, conditions: &[&str]) -> ProcessGroupStatus {
+    let class = ProcessGroupId::new(id).process_class();
+    let mut g = ProcessGroupStatus::new(ProcessGroupId::new(id), class, t(100));
+    g.process_group_conditions.clear();
+    for c in conditions {
+        g.update_condition(c, true, t(100));
+    }
+    g
+}
+
+#[test]
+fn choice_table() {
+    use condition::*;
+    let removed_excluded = {
+        let mut g = group("storage-9", &[INCORRECT_COMMAND_LINE]);
+        g.mark_for_removal(t(100));
+        g.set_exclude(t(100));
+        g.process_group_conditions.clear();
+        g.update_condition(INCORRECT_COMMAND_LINE, true, t(100));
+        g
+    };
+    let removed_draining = {
+        let mut g = group("storage-8", &[INCORRECT_COMMAND_LINE]);
+        g.mark_for_removal(t(100));
+        g
+    };
+    let bounce = |ids: &[&str]| Choice::Bounce(ids.iter().map(|s| s.to_string()).collect());
+    #[rustfmt::skip]
+    let cases: Vec<(&str, Vec<ProcessGroupStatus>, Choice)> = vec![
+        ("nothing wrong", vec![group("storage-1", &[]), group("log-1", &[])], Choice::Nothing),
+        ("knob changed on two groups", vec![group("storage-1", &[INCORRECT_COMMAND_LINE]), group("log-1", &[INCORRECT_COMMAND_LINE]), group("log-2", &[])], bounce(&["storage-1", "log-1"])),
+        ("a pod spec change recreates instead", vec![group("storage-1", &[INCORRECT_COMMAND_LINE, INCORRECT_POD_SPEC])], Choice::Nothing),
+        ("sidecar unreachable", vec![group("storage-1", &[INCORRECT_COMMAND_LINE, SIDECAR_UNREACHABLE])], Choice::Nothing),
+        ("one pod not synced holds everyone", vec![group("storage-1", &[INCORRECT_COMMAND_LINE]), group("storage-2", &[INCORRECT_COMMAND_LINE, INCORRECT_CONFIG_MAP])], Choice::WaitForConfig(vec!["storage-2".into()])),
+        ("test class never bounced", vec![group("test-1", &[INCORRECT_COMMAND_LINE])], Choice::Nothing),
+        ("terminating resources", vec![group("storage-1", &[INCORRECT_COMMAND_LINE, RESOURCES_TERMINATING])], Choice::Nothing),
+        ("pending pod", vec![group("storage-1", &[INCORRECT_COMMAND_LINE, POD_PENDING])], Choice::Nothing),
+        ("missing processes briefly: still bounced", vec![group("storage-1", &[INCORRECT_COMMAND_LINE, MISSING_PROCESSES])], bounce(&["storage-1"])),
+        ("removed and excluded: left alone", vec![removed_excluded], Choice::Nothing),
+        ("removed, still draining: bounced", vec![removed_draining], bounce(&["storage-8"])),
+    ];
+    for (name, groups, want) in cases {
+        assert_eq!(choose(&groups, t(120), 30, false), want, "{name}");
+    }
+    let long_missing = vec![group(
+        "storage-1",
+        &[INCORRECT_COMMAND_LINE, MISSING_PROCESSES],
+    )];
+    assert_eq!(choose(&long_missing, t(200), 30, false), Choice::Nothing);
+}
+
+#[test]
+fn during_an_incompatible_upgrade_spec_changes_do_not_hold_and_staging_does() {
+    use condition::*;
+    let groups = vec![
+        group("storage-1", &[INCORRECT_COMMAND_LINE, INCORRECT_POD_SPEC]),
+        group("log-1", &[INCORRECT_COMMAND_LINE]),
+    ];
+    assert_eq!(
+        choose(&groups, t(120), 30, true),
+        Choice::Bounce(vec!["storage-1".into(), "log-1".into()])
+    );
+    let unstaged = vec![
+        group("storage-1", &[INCORRECT_COMMAND_LINE]),
+        group("log-1", &[INCORRECT_COMMAND_LINE, INCORRECT_SIDECAR_IMAGE]),
+    ];
+    assert_eq!(
+        choose(&unstaged, t(120), 30, true),
+        Choice::WaitForConfig(vec!["log-1".into()])
+    );
+    let mut s = status(3600.0, &[]);
+    for (key, id, version) in [("a", "storage-1", "7.3.63"), ("b", "log-1", "7.1.57")] {
+        s.cluster.processes.insert(
+            key.into(),
+            ProcessInfo {
+                address: format!("127.1.0.{}:4501", key.len()),
+                version: version.into(),
+                locality: [("instance_id".to_string(), id.to_string())].into(),
+                ..Default::default()
+            },
+        );
+    }
+    let left: Vec<String> = not_upgraded(&s, "7.3.63")
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(left, vec!["log-1"]);
+}
+
+fn status(recovered: f64, uptimes: &[(f64, bool)]) -> FdbStatus {
+    let mut s = FdbStatus::default();
+    s.client.database_status.available = true;
+    s.cluster.recovery_state.active_generations = 1;
+    s.cluster.recovery_state.seconds_since_last_recovered = recovered;
+    for (i, (uptime, excluded)) in uptimes.iter().enumerate() {
+        s.cluster.processes.insert(
+            format!("p{i}"),
+            ProcessInfo {
+                uptime_seconds: *uptime,
+                excluded: *excluded,
+                ..Default::default()
+            },
+        );
+    }
+    s
+}
+
+#[test]
+fn uptime_gate_table() {
+    #[rustfmt::skip]
+    let cases: Vec<(&str, FdbStatus, Result<(), f64>)> = vec![
+        ("everything old enough", status(3600.0, &[(700.0, false), (900.0, false)]), Ok(())),
+        ("one process restarted recently", status(3600.0, &[(100.0, false), (900.0, false)]), Err(500.0)),
+        ("an excluded process does not count", status(3600.0, &[(5.0, true), (900.0, false)]), Ok(())),
+        ("a recent recovery counts", status(60.0, &[(900.0, false)]), Err(540.0)),
+        ("unavailable", { let mut s = status(3600.0, &[]); s.client.database_status.available = false; s }, Err(f64::INFINITY)),
+        ("too many generations", { let mut s = status(3600.0, &[]); s.cluster.recovery_state.active_generations = 11; s }, Err(f64::INFINITY)),
+        ("no clean bounce possible", { let mut s = status(3600.0, &[]); s.cluster.bounce_impact.can_clean_bounce = Some(false); s }, Err(f64::INFINITY)),
+    ];
+    for (name, s, want) in cases {
+        assert_eq!(uptime_gate(&s, 600.0, 10), want, "{name}");
+    }
+}
+
+#[test]
+fn addresses_are_the_groups_processes() {
+    let mut s = status(3600.0, &[]);
+    for (key, id, address) in [
+        ("a", "storage-1", "127.1.0.1:4501"),
+        ("b", "storage-2", "127.1.0.2:4501"),
+    ] {
+        s.cluster.processes.insert(
+            key.into(),
+            ProcessInfo {
+                address: address.into(),
+                locality: [("instance_id".to_string(), id.to_string())].into(),
+                ..Default::default()
+            },
+        );
+    }
+    let got: Vec<String> = addresses(&s, &["storage-2".into()])
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(got, vec!["127.1.0.2:4501"]);
+}
