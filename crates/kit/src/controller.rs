@@ -8,12 +8,16 @@
 //!   `success`, any other `Ok` is `requeue_after`, `Err` is `error` (plus
 //!   `reconcile_errors_total` and the error's category).
 //! - The wrapper, not kube-runtime, enforces `max_concurrent_reconciles`: [`run_controller`]
-//!   runs kube-runtime unbounded and a semaphore holds reconciles back. That makes the queue
-//!   observable: `workqueue_depth` is the number of objects whose reconcile kube-runtime has
-//!   released (due now, and not already running for that object) that wait for a free worker;
-//!   `workqueue_adds_total` counts reconciles handed to the workers. Objects still inside
-//!   kube-runtime's internal scheduler (debounce, requeue timers, a re-trigger while the same
-//!   object reconciles) are invisible here and not counted: depth is a lower bound.
+//!   lets kube-runtime release up to [`RELEASED_PER_WORKER`] times that many reconciles and a
+//!   semaphore holds them back. That makes the queue observable: `workqueue_depth` is the
+//!   number of objects whose reconcile kube-runtime has released (due now, and not already
+//!   running for that object) that wait for a free worker; `workqueue_adds_total` counts
+//!   reconciles handed to the workers. Objects still inside kube-runtime's internal scheduler
+//!   (debounce, requeue timers, a re-trigger while the same object reconciles, and what waits
+//!   beyond the released ones) are invisible here and not counted: depth is a lower bound,
+//!   and a depth at its ceiling says the queue is backed up. kube-runtime is never run
+//!   unbounded: it polls every released reconcile on each wake-up, so a burst of N objects
+//!   released at once cost O(N) per wake and O(N²) in all.
 //! - [`run_controller`] watches the controller's own errors: a watch the API server refuses
 //!   (403 Forbidden) is logged at ERROR with the verb, resource and scope and makes `/readyz`
 //!   answer 503 until the permission is back (see [`crate::forbidden`]); other watch errors
@@ -175,10 +179,14 @@ where
         rc.readiness.clone(),
         rc.shutdown.clone(),
     );
-    // Unbounded in kube-runtime: the wrapper's semaphore is the limit (see module docs).
+    // Bounded in kube-runtime too (see the module docs): the wrapper's semaphore is the limit.
+    let released = settings
+        .max_concurrent_reconciles
+        .max(1)
+        .saturating_mul(RELEASED_PER_WORKER);
     let config = controller::Config::default()
         .debounce(settings.debounce)
-        .concurrency(0);
+        .concurrency(u16::try_from(released).unwrap_or(u16::MAX));
     let events = controller
         .with_config(config)
         .graceful_shutdown_on(rc.shutdown.clone().cancelled_owned())
@@ -204,6 +212,10 @@ where
         tracing::info!(controller = %name, "controller stopped");
     }
 }
+
+/// How many reconciles per worker kube-runtime releases to the wrapper at most: the ones
+/// beyond the workers wait for one, counted in `workqueue_depth` (see the module docs).
+pub const RELEASED_PER_WORKER: usize = 2;
 
 /// How long a stopping controller waits for its running reconciles (well inside the
 /// kubelet's default 30 s grace period).

@@ -46,12 +46,14 @@ pub async fn measure(bench: &Bench, ns: &str) -> anyhow::Result<Figures> {
     let start = Instant::now();
     pods.delete_collection(&DeleteParams::default(), &ListParams::default())
         .await?;
+    let delete_returned = start.elapsed().as_secs_f64();
     watch::until_empty(&pods, bench.timeout()).await?;
     let deleted = start.elapsed().as_secs_f64();
     Ok(Figures {
         running,
         writes_done: Some(writes_done),
         deleted,
+        delete_returned,
         ..Figures::default()
     })
 }

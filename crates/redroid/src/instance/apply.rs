@@ -78,16 +78,23 @@ pub enum PodState {
     Foreign(String),
 }
 
-/// Publishes an Event about `inst`; failures are logged, never fatal.
-pub async fn event(
+/// Publishes an Event about `inst` in the background; failures are logged, never fatal.
+///
+/// An Event is a courtesy: the pass that decided it goes on at once instead of waiting for
+/// the API server to store it, so a pass costs its own writes only (under load, an awaited
+/// Event added one round trip to every pass that created a Pod or became ready).
+pub fn event(
     ctx: &Context,
     inst: &RedroidInstance,
     warning: bool,
-    reason: &str,
+    reason: &'static str,
     note: String,
 ) {
     let reference = inst.object_ref(&());
-    kit::events::publish(&ctx.recorder, &reference, warning, reason, note, None).await;
+    let recorder = ctx.recorder.clone();
+    tokio::spawn(async move {
+        kit::events::publish(&recorder, &reference, warning, reason, note, None).await;
+    });
 }
 
 fn api<K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>>(
@@ -160,8 +167,7 @@ pub async fn clear_expired(
             false,
             "WokenExpired",
             "status.woken expired and was cleared".into(),
-        )
-        .await;
+        );
     }
     if expired.suspended {
         event(
@@ -170,8 +176,7 @@ pub async fn clear_expired(
             false,
             "SuspendedExpired",
             "status.suspended expired and was cleared".into(),
-        )
-        .await;
+        );
     }
     Ok(Some(updated))
 }
@@ -228,8 +233,7 @@ async fn create(
                 false,
                 "CreatedPod",
                 format!("Created Pod {name}"),
-            )
-            .await;
+            );
             Ok(PodState::Created(name))
         }
         // Created by an earlier pass our cache has not seen yet: never a second Pod.
@@ -241,8 +245,7 @@ async fn create(
                 true,
                 "FailedCreatePod",
                 format!("Failed to create Pod {name}: {source}"),
-            )
-            .await;
+            );
             Err(ApplyError::CreatePod { name, source })
         }
     }
@@ -270,7 +273,6 @@ async fn delete(
                     "DeletedPod",
                     format!("Deleted Pod {name}"),
                 )
-                .await
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(source) => {

@@ -3,7 +3,8 @@
 //!
 //! Contract of [`reconcile`], as named steps: `release_legacy_finalizer` (deleting objects
 //! only) → `clear_expired_overrides` → `observe` → `validate` (desired phase, conflicts) →
-//! `build` (Pod and Service) → `apply_service` → `apply_pod` → `write_status` → `publish_events`.
+//! `build` (Pod and Service) → `apply_service` and `apply_pod` (together) → `write_status` →
+//! `publish_events` (in the background, see [`apply::event`]).
 //! It never writes the spec; a pass with nothing to do makes no write at all; it requeues at
 //! the earliest pending override `until`, shortly while waiting for a Pod to go, and after
 //! [`BLOCKED_RECHECK`] while held back by a conflict (a backstop: the wake-up normally comes
@@ -79,6 +80,7 @@ pub struct Reconciler {
     pub ctx: Arc<Context>,
     caches: Option<Caches>,
     layers: LayerLocks,
+    written: Arc<Written>,
 }
 
 impl Reconciler {
@@ -88,6 +90,52 @@ impl Reconciler {
             ctx,
             caches: None,
             layers: LayerLocks::default(),
+            written: Arc::default(),
+        }
+    }
+}
+
+/// The instances whose status a pass wrote and the cache has not shown back yet: by uid, the
+/// resourceVersion the write replaced and the instance as the write stored it.
+///
+/// The pass that a Pod's event starts right after a status write would otherwise still read
+/// the old status from the cache, write the same status again and repeat its Events. While
+/// the cached copy still has the replaced resourceVersion, the pass works from the stored
+/// one instead (newer, spec included); as soon as the cache moved on (the write's own event
+/// or a later change, whose pass always follows) the entry is dropped and the cache rules.
+#[derive(Default)]
+struct Written(Mutex<HashMap<String, (String, Arc<RedroidInstance>)>>);
+
+impl Written {
+    // The newest known copy of `inst`.
+    fn newest(&self, inst: Arc<RedroidInstance>) -> Arc<RedroidInstance> {
+        let Some(uid) = inst.uid() else { return inst };
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match map.get(&uid) {
+            Some((before, stored)) if inst.resource_version().as_ref() == Some(before) => {
+                stored.clone()
+            }
+            Some(_) => {
+                map.remove(&uid);
+                inst
+            }
+            None => inst,
+        }
+    }
+
+    fn remember(&self, before: &RedroidInstance, mut stored: RedroidInstance) {
+        let (Some(uid), Some(rv)) = (before.uid(), before.resource_version()) else {
+            return;
+        };
+        cache::slim_instance(&mut stored);
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.insert(uid, (rv, Arc::new(stored)));
+    }
+
+    fn forget(&self, inst: &RedroidInstance) {
+        if let Some(uid) = inst.uid() {
+            let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            map.remove(&uid);
         }
     }
 }
@@ -145,10 +193,12 @@ impl LayerLocks {
 pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result<Action, Error> {
     let ctx = &r.ctx;
     if inst.meta().deletion_timestamp.is_some() {
+        r.written.forget(&inst);
         apply::release_legacy_finalizer(ctx, &inst).await?;
         ctx.backoff.forget(&*inst);
         return Ok(Action::await_change());
     }
+    let inst = r.written.newest(inst);
     if let Some(caches) = &r.caches {
         // Reads must come from complete caches, or a Pod or conflict could be missed at start-up.
         caches.ready().await;
@@ -168,27 +218,39 @@ pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result
         .filter(|_| want == validate::Want::Run && block.is_none())
         .map(build::pod::pod);
     let runnable = !matches!(block, Some(validate::Block::Invalid(_)));
-    if let Some(m) = model.as_ref().filter(|_| runnable) {
-        let service = build::service::service(m);
-        apply::service(ctx, &inst, &service, seen.service.as_ref()).await?;
-    }
+    let service = model
+        .as_ref()
+        .filter(|_| runnable)
+        .map(build::service::service);
     let hash = desired_pod.as_ref().and_then(|p| {
         p.annotations()
             .get(names::POD_TEMPLATE_HASH_ANNOTATION)
             .cloned()
     });
     let step = validate::pod_step(&seen.pods, &inst.uid().unwrap_or_default(), hash.as_deref());
-    let pod = apply::pods(ctx, &inst, step, desired_pod.as_ref()).await?;
+    // The Service and the Pod do not depend on each other: both writes go out together, so a
+    // pass that creates an instance's children costs one round trip for them, not two.
+    let apply_service = async {
+        match &service {
+            Some(s) => apply::service(ctx, &inst, s, seen.service.as_ref()).await,
+            None => Ok(()),
+        }
+    };
+    let ((), pod) = futures::try_join!(
+        apply_service,
+        apply::pods(ctx, &inst, step, desired_pod.as_ref())
+    )?;
     let facts = status::Facts {
         want: &want,
         block: block.as_ref(),
         pod: &pod,
     };
     let new = status::compute(&inst, &facts, now);
-    if status::write(ctx, &inst, &new).await? {
+    if let Some(stored) = status::write(ctx, &inst, &new).await? {
+        r.written.remember(&inst, stored);
         status::log_transition(&inst, inst.status.as_ref(), &new);
         for (warning, reason, note) in status::transitions(inst.status.as_ref(), &new) {
-            apply::event(ctx, &inst, warning, reason, note).await;
+            apply::event(ctx, &inst, warning, reason, note);
         }
     }
     let outcome = requeue(&inst, &pod, block.as_ref(), now);
@@ -246,6 +308,8 @@ pub async fn run(
     // Deleted instances, whose Pods go without waiting for the garbage collector.
     let (gone, deleted) = futures::channel::mpsc::unbounded();
     let mapper = instances.clone();
+    let written = Arc::new(Written::default());
+    let forget = written.clone();
     let watch = watcher(
         kit::events::scoped::<RedroidInstance>(client, ns),
         watcher::Config::default(),
@@ -258,6 +322,7 @@ pub async fn run(
                 let _ = wake.unbounded_send(r);
             }
             if let watcher::Event::Delete(i) = event {
+                forget.forget(i);
                 let _ = gone.unbounded_send(i.clone());
             }
         })
@@ -286,6 +351,7 @@ pub async fn run(
     let cleanup = apply::delete_pods_of_deleted(ctx.clone(), pods.clone(), deleted);
     let reconciler = Arc::new(Reconciler {
         caches: Some(Caches::new(instances, pods, services)),
+        written,
         ..Reconciler::new(ctx.clone())
     });
     let mut settings = ControllerSettings::new(names::INSTANCE_CONTROLLER);

@@ -5,7 +5,7 @@
 //! Contract: [`compute`] is pure and deterministic (conditions keep lastTransitionTime unless
 //! their status flips); overrides (`suspended`, `woken`) are carried over untouched, since
 //! the operator only clears expired ones (elsewhere). [`write`] makes at most one status
-//! patch, and none when nothing changed. [`transitions`] lists the Events a change deserves;
+//! patch, and none when nothing changed, and returns what it stored. [`transitions`] lists the Events a change deserves;
 //! [`log_transition`] logs a phase or Ready-reason change at info.
 
 use jiff::Timestamp;
@@ -332,15 +332,16 @@ pub fn log_transition(
 /// Ready reasons of an instance that wants to run but waits for others' data.
 const HELD_BACK: [&str; 3] = ["IndexConflict", "BaseLayerConflict", "DataInUse"];
 
-/// Patches the status when it differs; returns whether it wrote.
+/// Patches the status when it differs; returns the instance as the write left it, or `None`
+/// when nothing was written.
 pub async fn write(
     ctx: &Context,
     inst: &RedroidInstance,
     desired: &RedroidInstanceStatus,
-) -> Result<bool, StatusError> {
+) -> Result<Option<RedroidInstance>, StatusError> {
     let api: Api<RedroidInstance> =
         Api::namespaced(ctx.client.clone(), &inst.namespace().unwrap_or_default());
-    kit::status::patch_status_if_changed(&api, inst, desired, names::FIELD_MANAGER)
+    kit::status::write_status_if_changed(&api, inst, desired, names::FIELD_MANAGER)
         .await
         .map_err(|source| StatusError {
             name: inst.name_any(),
