@@ -33,7 +33,7 @@ pub struct Context {
     /// When each set's current transition started (progress reports may wait).
     pub progress: crate::cocoonset::progress::ProgressClock,
     /// The status last written per set, for passes whose cached copy lags the write.
-    pub written: crate::cocoonset::written::WrittenStatus,
+    pub written: kit::written::Written<crate::crd::CocoonSetStatus>,
 }
 
 impl Context {

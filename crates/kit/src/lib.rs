@@ -40,3 +40,5 @@ pub mod shutdown;
 pub mod status;
 /// Tracing setup: text or JSON, level from flag or RUST_LOG.
 pub mod telemetry;
+/// What a controller last wrote per object, for passes whose cache lags the write.
+pub mod written;

@@ -23,7 +23,6 @@ pub mod progress;
 mod suspend;
 mod toolboxes;
 mod wake;
-pub mod written;
 
 use std::sync::Arc;
 use std::time::Duration;

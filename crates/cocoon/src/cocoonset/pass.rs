@@ -5,7 +5,7 @@
 //! patches are JSON merge patches that touch only the keys named (a `null` deletes a key, so
 //! "unsuspend" really removes `vm.cocoonstack.io/hibernate`), and status goes through
 //! `kit::status::write_status_if_changed`, so a pass with nothing to do writes nothing (compared
-//! with this process's last write while the cached copy lags it: [`super::written`]); a
+//! with this process's last write while the cached copy lags it: [`kit::written`]); a
 //! transition's progress report may wait ([`super::progress`]).
 //! Registry calls are wrapped so every error names the VM and tag.
 
@@ -321,7 +321,8 @@ impl<'a> Pass<'a> {
     ) -> Result<(), Error> {
         let now = Timestamp::now();
         // What is stored: this process's last write while the cached copy lags it.
-        let stored = match self.ctx.written.lagging(&self.set) {
+        let rv = self.set.resource_version().unwrap_or_default();
+        let stored = match self.ctx.written.lagging(self.uid(), &rv) {
             Some(written) => Arc::new(CocoonSet {
                 status: Some(written),
                 ..(*self.set).clone()
@@ -367,7 +368,10 @@ impl<'a> Pass<'a> {
         .await
         .map_err(|source| Error::Status { source })?;
         if let Some(produced) = produced {
-            self.ctx.written.record(&self.set, &status, &produced);
+            let produced = produced.resource_version().unwrap_or_default();
+            self.ctx
+                .written
+                .record(self.uid(), &rv, &produced, status.clone());
             if transitional {
                 self.ctx.progress.reported(self.uid(), generation);
             }

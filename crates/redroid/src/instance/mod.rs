@@ -95,49 +95,31 @@ impl Reconciler {
     }
 }
 
-/// The instances whose status a pass wrote and the cache has not shown back yet: by uid, the
-/// resourceVersion the write replaced and the instance as the write stored it.
-///
-/// The pass that a Pod's event starts right after a status write would otherwise still read
-/// the old status from the cache, write the same status again and repeat its Events. While
-/// the cached copy still has the replaced resourceVersion, the pass works from the stored
-/// one instead (newer, spec included); as soon as the cache moved on (the write's own event
-/// or a later change, whose pass always follows) the entry is dropped and the cache rules.
-#[derive(Default)]
-struct Written(Mutex<HashMap<String, (String, Arc<RedroidInstance>)>>);
+/// The instances whose status a pass wrote and the cache has not shown back yet
+/// ([`kit::written`]): the instance as the write stored it (spec included). The pass that a
+/// Pod's event starts right after a status write would otherwise still read the old status
+/// from the cache, write the same status again and repeat its Events.
+type Written = kit::written::Written<Arc<RedroidInstance>>;
 
-impl Written {
-    // The newest known copy of `inst`.
-    fn newest(&self, inst: Arc<RedroidInstance>) -> Arc<RedroidInstance> {
-        let Some(uid) = inst.uid() else { return inst };
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match map.get(&uid) {
-            Some((before, stored)) if inst.resource_version().as_ref() == Some(before) => {
-                stored.clone()
-            }
-            Some(_) => {
-                map.remove(&uid);
-                inst
-            }
-            None => inst,
-        }
-    }
+/// The newest known copy of `inst` (see [`Written`]).
+fn newest(written: &Written, inst: Arc<RedroidInstance>) -> Arc<RedroidInstance> {
+    let (Some(uid), Some(rv)) = (inst.uid(), inst.resource_version()) else {
+        return inst;
+    };
+    written.lagging(&uid, &rv).unwrap_or(inst)
+}
 
-    fn remember(&self, before: &RedroidInstance, mut stored: RedroidInstance) {
-        let (Some(uid), Some(rv)) = (before.uid(), before.resource_version()) else {
-            return;
-        };
-        cache::slim_instance(&mut stored);
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.insert(uid, (rv, Arc::new(stored)));
-    }
-
-    fn forget(&self, inst: &RedroidInstance) {
-        if let Some(uid) = inst.uid() {
-            let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            map.remove(&uid);
-        }
-    }
+/// Notes the instance `stored` by a status write decided on `before`.
+fn remember(written: &Written, before: &RedroidInstance, mut stored: RedroidInstance) {
+    let (Some(uid), Some(seen), Some(produced)) = (
+        before.uid(),
+        before.resource_version(),
+        stored.resource_version(),
+    ) else {
+        return;
+    };
+    cache::slim_instance(&mut stored);
+    written.record(&uid, &seen, &produced, Arc::new(stored));
 }
 
 /// Keeps passes of instances whose data conflict apart ([`validate::lock_keys`]), so the later
@@ -193,12 +175,12 @@ impl LayerLocks {
 pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result<Action, Error> {
     let ctx = &r.ctx;
     if inst.meta().deletion_timestamp.is_some() {
-        r.written.forget(&inst);
+        r.written.forget(&inst.uid().unwrap_or_default());
         apply::release_legacy_finalizer(ctx, &inst).await?;
         ctx.backoff.forget(&*inst);
         return Ok(Action::await_change());
     }
-    let inst = r.written.newest(inst);
+    let inst = newest(&r.written, inst);
     if let Some(caches) = &r.caches {
         // Reads must come from complete caches, or a Pod or conflict could be missed at start-up.
         caches.ready().await;
@@ -247,7 +229,7 @@ pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result
     };
     let new = status::compute(&inst, &facts, now);
     if let Some(stored) = status::write(ctx, &inst, &new).await? {
-        r.written.remember(&inst, stored);
+        remember(&r.written, &inst, stored);
         status::log_transition(&inst, inst.status.as_ref(), &new);
         for (warning, reason, note) in status::transitions(inst.status.as_ref(), &new) {
             apply::event(ctx, &inst, warning, reason, note);
@@ -322,7 +304,7 @@ pub async fn run(
                 let _ = wake.unbounded_send(r);
             }
             if let watcher::Event::Delete(i) = event {
-                forget.forget(i);
+                forget.forget(&i.uid().unwrap_or_default());
                 let _ = gone.unbounded_send(i.clone());
             }
         })
