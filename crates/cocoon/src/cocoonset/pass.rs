@@ -333,7 +333,7 @@ impl<'a> Pass<'a> {
         let arrived = status.phase.unwrap_or(CocoonSetPhase::Pending);
         let generation = self.generation();
         let transitional = progress::transitional(arrived);
-        if note.is_none() && vms_unreported(&status) {
+        if note.is_none() && arrived == CocoonSetPhase::Running && vms_unreported(&status) {
             let waited = self.ctx.progress.awaiting_details(self.uid(), generation);
             if let Some(wait) = progress::await_details(arrived, true, waited) {
                 self.defer(wait);
