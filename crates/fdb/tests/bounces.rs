@@ -19,31 +19,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fdb::cluster::Options;
-use fdb::crd::{FoundationDBCluster, ProcessGroupStatus};
+use fdb::crd::FoundationDBCluster;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::{Harness, create};
+use support::{Harness, create, groups, ids, ready};
 
 const MIN_UPTIME: i64 = 20;
-
-fn groups(c: &FoundationDBCluster) -> Vec<ProcessGroupStatus> {
-    c.status.clone().unwrap_or_default().process_groups
-}
-
-fn ids(c: &FoundationDBCluster, class: &str) -> BTreeSet<String> {
-    groups(c)
-        .iter()
-        .filter(|g| g.process_class.as_str() == class)
-        .map(|g| g.process_group_id.to_string())
-        .collect()
-}
-
-fn ready(c: &FoundationDBCluster) -> bool {
-    kit::conditions::is_true(&c.status.clone().unwrap_or_default().conditions, "Ready")
-}
 
 fn kills(h: &Harness, name: &str) -> Vec<(i64, String)> {
     h.db(name)
@@ -297,13 +280,7 @@ async fn a_storage_pod_template_change_recreates_storage_pods_one_zone_at_a_time
 #[tokio::test]
 async fn a_patch_upgrade_replaces_the_transaction_system_and_recreates_storage_by_zone() {
     // The database's recovery gates are not what this test is about: open them.
-    let options = Options {
-        minimum_recovery_time_for_exclusion: 0.0,
-        minimum_recovery_time_for_inclusion: 0.0,
-        minimum_recovery_time_for_missing_coordinator_change: 0.0,
-        minimum_uptime_for_coordinator_change: 0.0,
-        ..Options::default()
-    };
+    let options = support::open_recovery_gates();
     let h = Harness::start_with("fdb-patch-upgrade", options).await;
     let name = "patch";
     h.simulate(name);

@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fdb::cluster::Options;
-use fdb::crd::{FoundationDBCluster, ProcessGroupStatus};
+use fdb::crd::FoundationDBCluster;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::{Harness, create, storage_groups};
+use support::{Harness, create, groups, ids, ready, storage_groups};
 
 const FAIL_LABEL: &str = "pod-container-running-failed.stage.kwok.x-k8s.io";
 
@@ -39,18 +39,6 @@ async fn fail_pod(h: &Harness, pod: &str) {
         .expect("label the pod to fail");
 }
 
-fn groups(c: &FoundationDBCluster) -> Vec<ProcessGroupStatus> {
-    c.status.clone().unwrap_or_default().process_groups
-}
-
-fn ids(c: &FoundationDBCluster, class: &str) -> BTreeSet<String> {
-    groups(c)
-        .iter()
-        .filter(|g| g.process_class.as_str() == class)
-        .map(|g| g.process_group_id.to_string())
-        .collect()
-}
-
 async fn event_reasons(h: &Harness) -> Vec<(String, String)> {
     let events =
         Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
@@ -62,10 +50,6 @@ async fn event_reasons(h: &Harness) -> Vec<(String, String)> {
         .into_iter()
         .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()
-}
-
-fn ready(c: &FoundationDBCluster) -> bool {
-    kit::conditions::is_true(&c.status.clone().unwrap_or_default().conditions, "Ready")
 }
 
 #[tokio::test]
@@ -256,13 +240,7 @@ async fn a_group_failed_longer_than_the_failure_time_is_replaced_and_removed_aft
 #[tokio::test]
 async fn a_transaction_system_spec_change_replaces_log_groups_one_at_a_time() {
     // The database's recovery gates are not what this test is about: open them.
-    let options = Options {
-        minimum_recovery_time_for_exclusion: 0.0,
-        minimum_recovery_time_for_inclusion: 0.0,
-        minimum_recovery_time_for_missing_coordinator_change: 0.0,
-        minimum_uptime_for_coordinator_change: 0.0,
-        ..Options::default()
-    };
+    let options = support::open_recovery_gates();
     let h = Harness::start_with("fdb-replace-misconfigured", options).await;
     let name = "respec";
     h.simulate(name);

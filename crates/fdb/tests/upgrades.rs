@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use fdb::admin::status::{ConnectedClient, SupportedVersion};
-use fdb::cluster::Options;
 use fdb::crd::FoundationDBCluster;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -74,13 +73,7 @@ async fn pods(h: &Harness) -> BTreeMap<String, String> {
 #[tokio::test]
 async fn an_incompatible_upgrade_waits_for_old_clients_then_kills_everything_once() {
     // The recovery gates of the replacements that follow the upgrade are not the point here.
-    let options = Options {
-        minimum_recovery_time_for_exclusion: 0.0,
-        minimum_recovery_time_for_inclusion: 0.0,
-        minimum_recovery_time_for_missing_coordinator_change: 0.0,
-        minimum_uptime_for_coordinator_change: 0.0,
-        ..Options::default()
-    };
+    let options = support::open_recovery_gates();
     let h = Harness::start_with("fdb-incompatible", options).await;
     let name = "upgrade";
     h.simulate(name);

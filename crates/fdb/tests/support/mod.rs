@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use fdb::admin::fake::FakeDatabase;
 use fdb::cluster::{Context, FakeClients, Options};
-use fdb::crd::FoundationDBCluster;
+use fdb::crd::{FoundationDBCluster, ProcessGroupStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -193,6 +193,37 @@ impl Harness {
 impl Drop for Harness {
     fn drop(&mut self) {
         self.token.cancel();
+    }
+}
+
+/// The cluster's process groups (none without status).
+pub fn groups(c: &FoundationDBCluster) -> Vec<ProcessGroupStatus> {
+    c.status.clone().unwrap_or_default().process_groups
+}
+
+/// The IDs of the cluster's process groups of `class`.
+pub fn ids(c: &FoundationDBCluster, class: &str) -> BTreeSet<String> {
+    groups(c)
+        .iter()
+        .filter(|g| g.process_class.as_str() == class)
+        .map(|g| g.process_group_id.to_string())
+        .collect()
+}
+
+/// Whether the cluster's `Ready` condition is True.
+pub fn ready(c: &FoundationDBCluster) -> bool {
+    kit::conditions::is_true(&c.status.clone().unwrap_or_default().conditions, "Ready")
+}
+
+/// Operator options with the database's recovery-age gates open, for tests about something
+/// else.
+pub fn open_recovery_gates() -> Options {
+    Options {
+        minimum_recovery_time_for_exclusion: 0.0,
+        minimum_recovery_time_for_inclusion: 0.0,
+        minimum_recovery_time_for_missing_coordinator_change: 0.0,
+        minimum_uptime_for_coordinator_change: 0.0,
+        ..Options::default()
     }
 }
 
