@@ -299,7 +299,9 @@ fn failure_lines(text: &str, cap: usize) -> Vec<String> {
     let mut i = 0;
     while i < lines.len() && out.len() < cap {
         let line = lines[i];
-        if KEYS.iter().any(|k| line.contains(k)) {
+        // A captured log line (an operator's tracing output printed by a failing test) can
+        // carry any of the keys; the cap is kept for the test harness's own lines.
+        if KEYS.iter().any(|k| line.contains(k)) && !is_log_line(line) {
             let after = if line.contains("panicked at") { 2 } else { 0 };
             for l in &lines[i..(i + 1 + after).min(lines.len())] {
                 let mut l = l.trim_end().to_string();
@@ -320,6 +322,18 @@ fn failure_lines(text: &str, cap: usize) -> Vec<String> {
     }
     out.truncate(cap);
     out
+}
+
+/// Whether `line` starts with an RFC 3339 timestamp, as tracing's and Kubernetes' log lines
+/// do (`2026-11-27T11:08:40.885182Z DEBUG …`).
+fn is_log_line(line: &str) -> bool {
+    let b = line.trim_start().as_bytes();
+    b.len() > 19
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
 }
 
 /// Free disk under the target dir and the temp dir, available memory and load: what a
@@ -378,6 +392,7 @@ mod tests {
     #[test]
     fn a_failure_digest_keeps_the_headers_panics_and_errors_and_drops_the_logs() {
         let out = "running 2 tests\n2026-01-01T00:00:00Z INFO a log line\n\
+                   2026-01-01T00:00:01.5Z DEBUG op: retry error: connection refused\n\
                    failures:\n\n---- a::b stdout ----\nINFO noise\n\
                    thread 'a::b' panicked at src/a.rs:3:5:\nassertion failed: x\nleft: 1\n\
                    right: 2\n\nerror: linking with `cc` failed: signal: 9 (SIGKILL)\n\

@@ -77,6 +77,9 @@ async fn the_operator_creates_owns_and_scales_the_children() {
         })
         .await;
     pods_are(&env, &["demo-0", "demo-1", "demo-2"]).await;
+    // The primary is chosen in the first pass, the children follow over several: what is
+    // read below without waiting exists once the operator stops writing.
+    operator::settled(&env.counts, T).await;
 
     // Pods: owned, labelled by role, on the contract's template.
     let pods: Api<Pod> = env.api();

@@ -73,8 +73,9 @@ impl Bounds {
     ///
     /// - Quiet, once converged: 2.5 requests/s (reads and writes; watches excluded) over
     ///   10 s. A converged operator renews its Lease (a GET and a PUT every 2 s: 1/s); a
-    ///   watch re-established after the last cut may cost one more pass. A requeue loop runs
-    ///   at tens per second.
+    ///   watch re-established after the last cut costs every object one more pass, so a
+    ///   first window above the bound is followed by a second, and only the second counts.
+    ///   A requeue loop runs at tens per second, in both.
     /// - Peak, during the run: 80 requests/s over any 5 s window. The fault-free runs peak at
     ///   about 45/s while a scenario creates or deletes several objects at once (each costs a
     ///   pass of reads and a few writes); a reconcile that requeues itself without waiting
