@@ -14,6 +14,7 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::crd::RedroidInstanceSpec;
+use crate::instance::cached_pod::CachedPod;
 
 /// Volume name of the shared base PVC, in instance Pods and task sidecars.
 pub const DATA_BASE_VOLUME: &str = "data-base";
@@ -60,18 +61,58 @@ impl Usage {
     /// The data a Pod running redroid uses, from its volumes; `None` if it mounts no base PVC.
     pub fn of_pod(pod: &Pod) -> Option<Usage> {
         let spec = pod.spec.as_ref()?;
+        let volumes = spec.volumes.iter().flatten().map(|v| {
+            let claim = v.persistent_volume_claim.as_ref();
+            (v.name.as_str(), claim.map(|c| c.claim_name.as_str()))
+        });
+        let containers = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers);
+        let mounts = containers
+            .flat_map(|c| c.volume_mounts.iter().flatten())
+            .map(|m| (m.name.as_str(), m.sub_path.as_deref()));
+        Self::of_volumes(volumes, mounts)
+    }
+
+    /// [`Usage::of_pod`] of a Pod as the instance controller caches it.
+    pub fn of_cached(pod: &CachedPod) -> Option<Usage> {
+        let spec = pod.spec.as_ref()?;
+        let volumes = spec.volumes.iter().flatten().map(|v| {
+            let claim = v.persistent_volume_claim.as_ref();
+            (v.name.as_str(), claim.map(|c| c.claim_name.as_str()))
+        });
+        let containers = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers);
+        let mounts = containers
+            .flat_map(|c| c.volume_mounts.iter().flatten())
+            .map(|m| (m.name.as_str(), m.sub_path.as_deref()));
+        Self::of_volumes(volumes, mounts)
+    }
+
+    // From a Pod's volumes `(name, claim)` and its containers' mounts `(volume, sub-path)`
+    // (init containers first). The writable layer's index is the sub-path of the first
+    // `data-diff` mount; a Pod mounting the diff PVC without a numeric sub-path is taken to
+    // use index -1 (the whole PVC), which conflicts only with the same.
+    fn of_volumes<'a>(
+        volumes: impl Iterator<Item = (&'a str, Option<&'a str>)> + Clone,
+        mut mounts: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> Option<Usage> {
         let claim = |name: &str| {
-            let volumes = spec.volumes.iter().flatten();
             volumes
-                .filter(|v| v.name == name)
-                .find_map(|v| v.persistent_volume_claim.as_ref())
-                .map(|c| c.claim_name.clone())
+                .clone()
+                .filter(|(n, _)| *n == name)
+                .find_map(|(_, c)| c.map(str::to_owned))
         };
         let base = claim(DATA_BASE_VOLUME)?;
-        let layer = match claim(DATA_DIFF_VOLUME) {
-            None => None,
-            Some(diff) => Some((diff, diff_index(pod)?)),
-        };
+        let layer = claim(DATA_DIFF_VOLUME).map(|diff| {
+            let sub = mounts.find_map(|(n, sub)| (n == DATA_DIFF_VOLUME).then_some(sub).flatten());
+            (diff, sub.and_then(|s| s.parse().ok()).unwrap_or(-1))
+        });
         Some(Usage { base, layer })
     }
 
@@ -96,23 +137,6 @@ impl Usage {
             None => format!("baseMode on sharedDataPVC {}", self.base),
         }
     }
-}
-
-// The writable layer's index: the sub-path of the first `data-diff` mount of any container.
-// A Pod mounting the diff PVC without a numeric sub-path is taken to use index -1 (the whole
-// PVC), which conflicts only with the same.
-fn diff_index(pod: &Pod) -> Option<i32> {
-    let spec = pod.spec.as_ref()?;
-    let containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers);
-    let mounts = containers.flat_map(|c| c.volume_mounts.iter().flatten());
-    let sub = mounts
-        .filter(|m| m.name == DATA_DIFF_VOLUME)
-        .find_map(|m| m.sub_path.clone());
-    Some(sub.and_then(|s| s.parse().ok()).unwrap_or(-1))
 }
 
 #[cfg(test)]
@@ -168,7 +192,8 @@ spec:
             base: "base".into(),
             layer: Some(("diff".into(), 7)),
         };
-        assert_eq!(Usage::of_pod(&pod), Some(want));
+        assert_eq!(Usage::of_pod(&pod), Some(want.clone()));
+        assert_eq!(Usage::of_cached(&CachedPod::from(pod)), Some(want));
         let base_mode: Pod = serde_yaml::from_str(
             "spec: {volumes: [{name: data-base, persistentVolumeClaim: {claimName: base}}], containers: [{name: redroid}]}",
         )

@@ -22,6 +22,7 @@ use serde_json::json;
 
 use super::build::service::up_to_date;
 use super::cache::{self, Key};
+use super::cached_pod::CachedPod;
 use super::validate::{Expired, PodStep};
 use crate::context::Context;
 use crate::crd::RedroidInstance;
@@ -69,7 +70,7 @@ pub enum PodState {
     /// No Pod.
     Absent,
     /// The current Pod.
-    Current(Box<Pod>),
+    Current(Box<CachedPod>),
     /// Just created: this name.
     Created(String),
     /// Waiting for this Pod to terminate.
@@ -288,7 +289,11 @@ async fn delete(
     ))
 }
 
-async fn adopt(api: &Api<Pod>, inst: &RedroidInstance, pod: Pod) -> Result<PodState, ApplyError> {
+async fn adopt(
+    api: &Api<Pod>,
+    inst: &RedroidInstance,
+    pod: CachedPod,
+) -> Result<PodState, ApplyError> {
     let name = pod.name_any();
     let owner = inst.controller_owner_ref(&());
     let body = json!({"metadata": {"ownerReferences": [owner], "resourceVersion": pod.resource_version()}});
@@ -305,7 +310,7 @@ async fn adopt(api: &Api<Pod>, inst: &RedroidInstance, pod: Pod) -> Result<PodSt
         pod = %name,
         "adopted Pod"
     );
-    Ok(PodState::Current(Box::new(adopted)))
+    Ok(PodState::Current(Box::new(CachedPod::from(adopted))))
 }
 
 /// Applies the Service when the live one differs.
@@ -363,7 +368,7 @@ pub async fn delete_pods_of_deleted(
         .await;
 }
 
-async fn delete_owned(client: kube::Client, instance: &str, pod: &Pod) {
+async fn delete_owned(client: kube::Client, instance: &str, pod: &CachedPod) {
     let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
     if pod.meta().deletion_timestamp.is_some() {
         return;

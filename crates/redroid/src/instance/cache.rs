@@ -6,19 +6,21 @@
 //!   (instance Pods, upstream's Pods, task pods and data sidecars) and the operator's
 //!   Services. Each index is kept by the same watch events as its store.
 //! - What is cached is only what the controller reads ([`slim_pod`], [`slim_service`],
-//!   [`slim_instance`]): no managedFields (except our own apply entry on Services, which says
-//!   which annotations we applied), no container specs beyond the data mounts, no Pod status
-//!   beyond phase, IP, conditions and exit states.
+//!   [`slim_instance`]): no managedFields (except the annotations of our own apply entry on
+//!   Services, which say which annotations we applied); Pods are decoded into
+//!   [`CachedPod`] (names, data volumes and mounts, phase, IP, message, conditions and exit
+//!   states), never into a full `Pod`.
 //! - Keys ([`Key`]): the data an object uses ([`usage_keys`]: the writable layer, the lower
 //!   layer, the base written in baseMode), the instance label, the Pod's controller owner,
 //!   and, for instances, whether one is held back by another's data. [`conflict_keys`] are the
 //!   keys under which every object whose data conflicts with a given use is found, so peers,
 //!   Pods on conflicting data and instances to wake are lookups, never scans.
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, Service, Volume};
+use k8s_openapi::api::core::v1::Service;
 use kit::index::Indexed;
 use kube::ResourceExt;
 
+use super::cached_pod::CachedPod;
 use crate::crd::RedroidInstance;
 use crate::data::Usage;
 use crate::names;
@@ -70,7 +72,7 @@ pub enum Key {
 /// The instance cache.
 pub type Instances = Indexed<RedroidInstance, Key>;
 /// The Pod cache.
-pub type Pods = Indexed<Pod, Key>;
+pub type Pods = Indexed<CachedPod, Key>;
 /// The Service cache.
 pub type Services = Indexed<Service, Key>;
 
@@ -132,9 +134,9 @@ pub fn instance_keys(inst: &RedroidInstance) -> Vec<Key> {
 }
 
 /// The keys of a Pod.
-pub fn pod_keys(pod: &Pod) -> Vec<Key> {
+pub fn pod_keys(pod: &CachedPod) -> Vec<Key> {
     let ns = pod.namespace().unwrap_or_default();
-    let mut keys = Usage::of_pod(pod).map_or_else(Vec::new, |u| usage_keys(&ns, &u));
+    let mut keys = Usage::of_cached(pod).map_or_else(Vec::new, |u| usage_keys(&ns, &u));
     if let Some(label) = pod.labels().get(names::INSTANCE_LABEL) {
         keys.push(Key::Label {
             ns,
@@ -160,78 +162,46 @@ pub fn slim_instance(inst: &mut RedroidInstance) {
     }
 }
 
-/// What of a Pod the controller reads: metadata without managedFields; of the spec, the data
-/// volumes and each container's data mounts ([`Usage::of_pod`]); of the status, the phase,
-/// the IP, the message, the conditions and the containers' exit states.
-pub fn slim_pod(pod: &mut Pod) {
+/// What of a Pod the controller reads, beyond what [`CachedPod`] decodes at all: no
+/// managedFields, of the volumes only the data volumes, of the mounts only the data mounts.
+pub fn slim_pod(pod: &mut CachedPod) {
     pod.managed_fields_mut().clear();
-    if let Some(spec) = pod.spec.take() {
-        pod.spec = Some(slim_pod_spec(spec));
-    }
-    if let Some(status) = pod.status.take() {
-        pod.status = Some(slim_pod_status(status));
-    }
-}
-
-fn slim_pod_spec(spec: PodSpec) -> PodSpec {
-    let data = |v: &Volume| {
-        [crate::data::DATA_BASE_VOLUME, crate::data::DATA_DIFF_VOLUME].contains(&v.name.as_str())
-    };
-    let volumes: Vec<Volume> = spec.volumes.into_iter().flatten().filter(data).collect();
-    let slim = |c: Container| Container {
-        name: c.name,
-        volume_mounts: c.volume_mounts.map(|mounts| {
-            mounts
-                .into_iter()
-                .filter(|m| m.name == crate::data::DATA_DIFF_VOLUME)
-                .collect()
-        }),
-        ..Container::default()
-    };
-    PodSpec {
-        volumes: (!volumes.is_empty()).then_some(volumes),
-        init_containers: spec
-            .init_containers
-            .map(|cs| cs.into_iter().map(slim).collect()),
-        containers: spec.containers.into_iter().map(slim).collect(),
-        ..PodSpec::default()
-    }
-}
-
-fn slim_pod_status(status: PodStatus) -> PodStatus {
-    let slim = |statuses: Option<Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
-        statuses.map(|cs| {
-            cs.into_iter()
-                .map(|c| k8s_openapi::api::core::v1::ContainerStatus {
-                    name: c.name,
-                    state: c.state.map(|s| k8s_openapi::api::core::v1::ContainerState {
-                        terminated: s.terminated,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
-                .collect()
-        })
-    };
-    PodStatus {
-        phase: status.phase,
-        pod_ip: status.pod_ip,
-        message: status.message,
-        conditions: status.conditions,
-        container_statuses: slim(status.container_statuses),
-        init_container_statuses: slim(status.init_container_statuses),
-        ..PodStatus::default()
+    if let Some(spec) = pod.spec.as_mut() {
+        let data = [crate::data::DATA_BASE_VOLUME, crate::data::DATA_DIFF_VOLUME];
+        if let Some(volumes) = spec.volumes.as_mut() {
+            volumes.retain(|v| data.contains(&v.name.as_str()));
+        }
+        let containers = spec.init_containers.iter_mut().flatten();
+        for c in containers.chain(spec.containers.iter_mut()) {
+            if let Some(mounts) = c.volume_mounts.as_mut() {
+                mounts.retain(|m| m.name == crate::data::DATA_DIFF_VOLUME);
+            }
+        }
     }
 }
 
 /// What of a Service the controller reads ([`super::build::service::up_to_date`]): metadata
-/// with only our own apply entry of managedFields, the type, selector and ports.
+/// with only our own apply entry of managedFields, and of its field set only the annotations;
+/// the type, selector and ports.
 pub fn slim_service(svc: &mut Service) {
     if let Some(fields) = svc.metadata.managed_fields.as_mut() {
         fields.retain(|m| {
             m.manager.as_deref() == Some(names::FIELD_MANAGER)
                 && m.operation.as_deref() == Some("Apply")
         });
+        // Of that entry's field set, only the annotations are read: the rest (ports,
+        // selector, labels, owner) is a tree of maps costing kilobytes per Service.
+        for m in fields.iter_mut() {
+            let annotations = m
+                .fields_v1
+                .as_ref()
+                .and_then(|f| f.0.get("f:metadata")?.get("f:annotations").cloned());
+            m.fields_v1 = annotations.map(|a| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                    serde_json::json!({"f:metadata": {"f:annotations": a}}),
+                )
+            });
+        }
     }
     if let Some(spec) = svc.spec.take() {
         svc.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {

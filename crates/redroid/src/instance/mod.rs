@@ -17,6 +17,7 @@
 pub mod apply;
 pub mod build;
 pub mod cache;
+pub mod cached_pod;
 pub mod observe;
 pub mod status;
 pub mod validate;
@@ -29,7 +30,7 @@ use futures::{Stream, StreamExt};
 
 use futures::TryStreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use kit::controller::{ControllerSettings, RunContext, run_controller};
 use kit::reconcile::{Outcome, ReconcileError};
 use kube::api::Api;
@@ -42,6 +43,7 @@ use crate::context::Context;
 use crate::crd::RedroidInstance;
 use crate::names;
 use apply::{ApplyError, PodState};
+use cached_pod::CachedPod;
 use observe::{Caches, ObserveError};
 use status::StatusError;
 
@@ -312,7 +314,7 @@ pub async fn run(
     // Every Pod labelled with an instance: its own (and upstream) Pods, task pods, sidecars.
     let pods_config = watcher::Config::default().labels(names::INSTANCE_LABEL);
     let (pods, pod_events) = cached(
-        kit::events::scoped::<Pod>(client, ns),
+        kit::events::scoped::<CachedPod>(client, ns),
         pods_config,
         cache::pod_keys,
         cache::slim_pod,
@@ -424,7 +426,7 @@ fn blocked(i: &RedroidInstance) -> bool {
 // The instances a Pod event concerns: its controlling instance; for a data-sidecar pod the
 // instance whose data it uses; and for any instance or sidecar pod, the instances in its
 // namespace held back by a conflict (they may be waiting for this Pod to go).
-fn pod_triggers(instances: &cache::Instances, pod: &Pod) -> Vec<ObjectRef<RedroidInstance>> {
+fn pod_triggers(instances: &cache::Instances, pod: &CachedPod) -> Vec<ObjectRef<RedroidInstance>> {
     let ns = pod.namespace();
     let mut refs: Vec<ObjectRef<RedroidInstance>> = pod
         .owner_references()

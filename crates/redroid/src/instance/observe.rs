@@ -26,12 +26,13 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::ObjectRef;
 
 use super::cache::{self, Key};
+use super::cached_pod::CachedPod;
 use crate::context::Context;
 use crate::crd::RedroidInstance;
 use crate::data::Usage;
@@ -88,16 +89,16 @@ impl Caches {
 #[derive(Clone, Debug, Default)]
 pub struct Observed {
     /// Pods backing (or having backed) this instance.
-    pub pods: Vec<Pod>,
+    pub pods: Vec<CachedPod>,
     /// The instance Service, if it exists.
     pub service: Option<Service>,
     /// Other instances in the namespace whose data conflict with this instance's.
     pub peers: Vec<RedroidInstance>,
     /// Instance Pods of those peers, and other instances' instance Pods and unfinished
     /// data-sidecar pods whose volumes use conflicting data.
-    pub peer_pods: Vec<Pod>,
+    pub peer_pods: Vec<CachedPod>,
     /// Unfinished data-sidecar task pods on this instance's data.
-    pub sidecars: Vec<Pod>,
+    pub sidecars: Vec<CachedPod>,
 }
 
 /// Observing failed.
@@ -131,7 +132,7 @@ impl kit::reconcile::ReconcileError for ObserveError {
 }
 
 /// Whether `pod` is an instance Pod (not a task pod).
-pub fn is_instance_pod(pod: &Pod) -> bool {
+pub fn is_instance_pod(pod: &impl kube::Resource) -> bool {
     let l = pod.labels();
     match l.get(names::COMPONENT_LABEL) {
         Some(c) => c == names::COMPONENT_INSTANCE,
@@ -139,13 +140,13 @@ pub fn is_instance_pod(pod: &Pod) -> bool {
     }
 }
 
-fn unfinished(pod: &Pod) -> bool {
+fn unfinished(pod: &CachedPod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
 /// Whether `pod` is a task pod running redroid on an instance's data.
-pub fn is_sidecar(pod: &Pod) -> bool {
+pub fn is_sidecar(pod: &impl kube::Resource) -> bool {
     pod.labels().get(names::SIDECAR_LABEL).map(String::as_str) == Some("true")
 }
 
@@ -169,7 +170,9 @@ async fn observe_cached(
     inst: &RedroidInstance,
 ) -> Result<Observed, ObserveError> {
     let (name, ns) = (inst.name_any(), inst.namespace().unwrap_or_default());
-    let owned = |objs: Vec<Arc<Pod>>| -> Vec<Pod> { objs.iter().map(|p| (**p).clone()).collect() };
+    let owned = |objs: Vec<Arc<CachedPod>>| -> Vec<CachedPod> {
+        objs.iter().map(|p| (**p).clone()).collect()
+    };
     let own = owned(c.pods.get(&Key::Label {
         ns: ns.clone(),
         label: names::instance_label(&name),
@@ -215,7 +218,7 @@ async fn observe_api(ctx: &Context, inst: &RedroidInstance) -> Result<Observed, 
     let labelled = list_pods(ctx, &ns, &name, names::INSTANCE_LABEL).await?;
     let service = get_service(ctx, &ns, &name).await?;
     let me = names::instance_label(&name);
-    let (own, others): (Vec<Pod>, Vec<Pod>) = labelled
+    let (own, others): (Vec<CachedPod>, Vec<CachedPod>) = labelled
         .into_iter()
         .partition(|p| p.labels().get(names::INSTANCE_LABEL) == Some(&me));
     let api: Api<RedroidInstance> = Api::namespaced(ctx.client.clone(), &ns);
@@ -235,11 +238,11 @@ async fn observe_api(ctx: &Context, inst: &RedroidInstance) -> Result<Observed, 
 
 // Whether a Pod of another instance matters to one using `mine` with these peers' labels:
 // an instance Pod or an unfinished data sidecar, on conflicting data or of a peer.
-fn relevant<'a>(mine: &'a Usage, peer_labels: &'a [String]) -> impl Fn(&Pod) -> bool + 'a {
-    move |p: &Pod| {
+fn relevant<'a>(mine: &'a Usage, peer_labels: &'a [String]) -> impl Fn(&CachedPod) -> bool + 'a {
+    move |p: &CachedPod| {
         let label = p.labels().get(names::INSTANCE_LABEL);
         let holds = is_instance_pod(p) || (is_sidecar(p) && unfinished(p));
-        let conflicts = Usage::of_pod(p).is_some_and(|u| mine.conflict(&u).is_some());
+        let conflicts = Usage::of_cached(p).is_some_and(|u| mine.conflict(&u).is_some());
         holds && (conflicts || label.is_some_and(|l| peer_labels.contains(l)))
     }
 }
@@ -248,13 +251,14 @@ fn relevant<'a>(mine: &'a Usage, peer_labels: &'a [String]) -> impl Fn(&Pod) -> 
 // superset of the relevant ones) and its peers.
 fn assemble(
     inst: &RedroidInstance,
-    own: Vec<Pod>,
-    others: Vec<Pod>,
+    own: Vec<CachedPod>,
+    others: Vec<CachedPod>,
     peers: Vec<RedroidInstance>,
     service: Option<Service>,
 ) -> Observed {
     let me = names::instance_label(&inst.name_any());
-    let (sidecars, mut pods): (Vec<Pod>, Vec<Pod>) = own.into_iter().partition(is_sidecar);
+    let (sidecars, mut pods): (Vec<CachedPod>, Vec<CachedPod>) =
+        own.into_iter().partition(is_sidecar);
     pods.retain(is_instance_pod);
     let sidecars = sidecars.into_iter().filter(unfinished).collect();
     let mine = Usage::of_spec(&inst.spec);
@@ -282,8 +286,8 @@ async fn list_pods(
     ns: &str,
     instance: &str,
     selector: &str,
-) -> Result<Vec<Pod>, ObserveError> {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+) -> Result<Vec<CachedPod>, ObserveError> {
+    let api: Api<CachedPod> = Api::namespaced(ctx.client.clone(), ns);
     api.list(&ListParams::default().labels(selector))
         .await
         .map(|l| l.items)

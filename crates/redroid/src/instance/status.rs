@@ -9,12 +9,12 @@
 //! [`log_transition`] logs a phase or Ready-reason change at info.
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kit::conditions::{Desired, upsert};
 use kube::ResourceExt;
 use kube::api::Api;
 
 use super::apply::PodState;
+use super::cached_pod::{CachedContainerStatus, CachedPod};
 use super::validate::{Block, Want};
 use crate::context::Context;
 use crate::crd::{InstancePhase, RedroidInstance, RedroidInstanceStatus};
@@ -152,7 +152,7 @@ fn created(p: &str) -> View {
 }
 
 fn pod_condition<'a>(
-    pod: &'a Pod,
+    pod: &'a CachedPod,
     type_: &str,
 ) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
     pod.status
@@ -163,7 +163,7 @@ fn pod_condition<'a>(
         .find(|c| c.type_ == type_)
 }
 
-fn from_pod(pod: &Pod, addr: &str) -> View {
+fn from_pod(pod: &CachedPod, addr: &str) -> View {
     let p = pod.name_any();
     let status = pod.status.as_ref();
     let scheduled = match pod_condition(pod, "PodScheduled").filter(|c| c.status == "False") {
@@ -242,7 +242,7 @@ fn from_pod(pod: &Pod, addr: &str) -> View {
 }
 
 /// What went wrong in a failed Pod: each container that exited non-zero, else the Pod message.
-pub fn failure(pod: &Pod) -> String {
+pub fn failure(pod: &CachedPod) -> String {
     let status = pod.status.as_ref();
     let all = status.into_iter().flat_map(|s| {
         s.init_container_statuses
@@ -260,7 +260,7 @@ pub fn failure(pod: &Pod) -> String {
     }
 }
 
-fn exited(c: &ContainerStatus) -> Option<String> {
+fn exited(c: &CachedContainerStatus) -> Option<String> {
     let t = c
         .state
         .as_ref()?

@@ -7,20 +7,20 @@
 //! once. Among those that want to run and are not being deleted, the earlier created
 //! (creationTimestamp, then name) wins; the others wait with `IndexConflict` or
 //! `BaseLayerConflict`. A waiting baseMode instance also holds back overlays created after it,
-//! so it is not starved. Whoever runs also waits while any other Pod whose data conflicts
-//! still exists — a loser's, a deleted instance's awaiting garbage collection, or a Pod built
+//! so it is not starved. Whoever runs also waits while any other CachedPod whose data conflicts
+//! still exists — a loser's, a deleted instance's awaiting garbage collection, or a CachedPod built
 //! from a peer's previous spec — and while a data-sidecar task pod on conflicting data is
-//! unfinished (`DataInUse`). Pod adoption rule: a Pod carrying this instance's labels is
+//! unfinished (`DataInUse`). CachedPod adoption rule: a CachedPod carrying this instance's labels is
 //! - ours when its controller owner is this instance (uid),
 //! - adoptable when it has no controller owner and its template hash equals the desired one
-//!   (otherwise it is deleted like a stale Pod of ours),
+//!   (otherwise it is deleted like a stale CachedPod of ours),
 //! - foreign when another object controls it (e.g. a previous incarnation awaiting garbage
-//!   collection): the instance waits for it to go and never starts a second Pod beside it.
+//!   collection): the instance waits for it to go and never starts a second CachedPod beside it.
 
 use std::time::Duration;
 
+use super::cached_pod::CachedPod;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use kube::{Resource, ResourceExt};
 
 use crate::crd::{RedroidInstance, RedroidInstanceSpec, TemporaryOverride};
@@ -32,22 +32,22 @@ use crate::names;
 pub enum Want {
     /// Run a Pod.
     Run,
-    /// No Pod, because of `spec.suspend`.
+    /// No CachedPod, because of `spec.suspend`.
     StopSpec,
-    /// No Pod, because of `status.suspended` set by this actor.
+    /// No CachedPod, because of `status.suspended` set by this actor.
     StopOverride(String),
 }
 
 /// Why an instance that wants to run may not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Block {
-    /// Another instance, or a Pod, uses conflicting data (`IndexConflict`, `BaseLayerConflict`).
+    /// Another instance, or a CachedPod, uses conflicting data (`IndexConflict`, `BaseLayerConflict`).
     Conflict {
         /// How the data conflict.
         kind: Conflict,
         /// Whom this instance waits for, and why.
         message: String,
-        /// Waiting for a Pod to go (no event may tell us), rather than for an instance.
+        /// Waiting for a CachedPod to go (no event may tell us), rather than for an instance.
         pod: bool,
     },
     /// A task's data sidecar uses the instance's data (`DataInUse`).
@@ -182,8 +182,8 @@ pub fn conflict_winner<'a>(
 pub fn block(
     inst: &RedroidInstance,
     peers: &[RedroidInstance],
-    pods: &[Pod],
-    sidecars: &[Pod],
+    pods: &[CachedPod],
+    sidecars: &[CachedPod],
     now: Timestamp,
 ) -> Option<Block> {
     if let Some(problem) = spec_problem(&inst.spec) {
@@ -220,14 +220,14 @@ pub fn block(
         if label == me {
             return None;
         }
-        let theirs = Usage::of_pod(p);
+        let theirs = Usage::of_cached(p);
         let kind = theirs.as_ref().and_then(|u| mine.conflict(u));
         let kind = kind.or_else(|| sharing.contains(&label).then_some(Conflict::Layer))?;
         Some((p, label, theirs, kind))
     });
     let mut conflicting: Vec<_> = conflicting.collect();
     // Instance Pods first: a sidecar wait is DataInUse, reported only when nothing else holds.
-    conflicting.sort_by_key(|(p, ..)| crate::instance::observe::is_sidecar(p));
+    conflicting.sort_by_key(|(p, ..)| crate::instance::observe::is_sidecar(*p));
     if let Some((pod, owner, theirs, kind)) = conflicting.into_iter().next() {
         let what = theirs.map_or_else(|| "data".to_owned(), |u| u.describe());
         if crate::instance::observe::is_sidecar(pod) {
@@ -255,7 +255,7 @@ pub fn block(
     })
 }
 
-fn job_of(p: &Pod) -> String {
+fn job_of(p: &CachedPod) -> String {
     p.labels()
         .get("job-name")
         .map(|j| format!("Job {j} (Pod {})", p.name_any()))
@@ -301,19 +301,19 @@ pub fn lock_keys(inst: &RedroidInstance) -> (String, bool, Option<String>) {
 /// What to do with the instance Pods.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PodStep {
-    /// No Pod exists and none should.
+    /// No CachedPod exists and none should.
     Nothing,
-    /// The matching Pod of ours: nothing to do.
-    Keep(Pod),
-    /// A matching Pod without a controller: take it over.
-    Adopt(Pod),
+    /// The matching CachedPod of ours: nothing to do.
+    Keep(CachedPod),
+    /// A matching CachedPod without a controller: take it over.
+    Adopt(CachedPod),
     /// Create the desired Pod.
     Create,
     /// Delete these Pods (stopping, blocked or stale), then wait.
     Delete(Vec<String>),
-    /// Wait for this Pod to finish terminating.
+    /// Wait for this CachedPod to finish terminating.
     WaitTerminating(String),
-    /// Wait for this Pod, controlled by another object, to go.
+    /// Wait for this CachedPod, controlled by another object, to go.
     WaitForeign(String),
 }
 
@@ -323,7 +323,7 @@ enum Kind {
     Foreign,
 }
 
-fn kind(pod: &Pod, uid: &str) -> Kind {
+fn kind(pod: &CachedPod, uid: &str) -> Kind {
     match pod
         .owner_references()
         .iter()
@@ -335,20 +335,20 @@ fn kind(pod: &Pod, uid: &str) -> Kind {
     }
 }
 
-fn hash_of(pod: &Pod) -> Option<&str> {
+fn hash_of(pod: &CachedPod) -> Option<&str> {
     pod.annotations()
         .get(names::POD_TEMPLATE_HASH_ANNOTATION)
         .map(String::as_str)
 }
 
-/// Decides the Pod step. `desired_hash` is `None` when the instance must not run.
-pub fn pod_step(pods: &[Pod], uid: &str, desired_hash: Option<&str>) -> PodStep {
+/// Decides the CachedPod step. `desired_hash` is `None` when the instance must not run.
+pub fn pod_step(pods: &[CachedPod], uid: &str, desired_hash: Option<&str>) -> PodStep {
     let terminating = pods.iter().find(|p| p.meta().deletion_timestamp.is_some());
-    let live: Vec<&Pod> = pods
+    let live: Vec<&CachedPod> = pods
         .iter()
         .filter(|p| p.meta().deletion_timestamp.is_none())
         .collect();
-    let mine = |p: &&&Pod| !matches!(kind(p, uid), Kind::Foreign);
+    let mine = |p: &&&CachedPod| !matches!(kind(p, uid), Kind::Foreign);
     let Some(hash) = desired_hash else {
         let doomed: Vec<String> = live.iter().filter(mine).map(|p| p.name_any()).collect();
         return match (doomed.is_empty(), terminating) {
@@ -360,9 +360,9 @@ pub fn pod_step(pods: &[Pod], uid: &str, desired_hash: Option<&str>) -> PodStep 
     if let Some(p) = live.iter().find(|p| !mine(p)) {
         return PodStep::WaitForeign(p.name_any());
     }
-    let (matching, stale): (Vec<&Pod>, Vec<&Pod>) =
+    let (matching, stale): (Vec<&CachedPod>, Vec<&CachedPod>) =
         live.into_iter().partition(|p| hash_of(p) == Some(hash));
-    // Prefer our own Pod; any further matching Pod is a duplicate and goes too.
+    // Prefer our own CachedPod; any further matching CachedPod is a duplicate and goes too.
     let mut matching = matching;
     matching.sort_by_key(|p| (!matches!(kind(p, uid), Kind::Own), p.name_any()));
     let extra = matching
@@ -542,7 +542,7 @@ mod tests {
 
     #[test]
     fn any_pod_on_conflicting_data_holds_the_instance() {
-        let pod = |instance: &str, claim_base: &str, diff: Option<i32>| -> Pod {
+        let pod = |instance: &str, claim_base: &str, diff: Option<i32>| -> CachedPod {
             let diff_volume = diff.map_or(String::new(), |_| {
                 ", {name: data-diff, persistentVolumeClaim: {claimName: redroid-data-diff-pvc}}"
                     .into()
@@ -558,7 +558,7 @@ mod tests {
             .expect("pod")
         };
         let me = with("{index: 3}", "{}");
-        // A deleted instance's Pod on the same layer: no peer left, still a wait.
+        // A deleted instance's CachedPod on the same layer: no peer left, still a wait.
         let b = block(
             &me,
             &[],
@@ -593,7 +593,7 @@ mod tests {
             block(&me, &[], &[pod("x", "elsewhere", None)], &[], now()),
             None
         );
-        // Its own Pod is never a conflict.
+        // Its own CachedPod is never a conflict.
         assert_eq!(
             block(
                 &me,
@@ -608,7 +608,7 @@ mod tests {
 
     #[test]
     fn pod_step_never_creates_beside_a_live_pod() {
-        let pod = |name: &str, hash: &str, owner: Option<&str>| -> Pod {
+        let pod = |name: &str, hash: &str, owner: Option<&str>| -> CachedPod {
             let owners = owner.map(|u| format!(", ownerReferences: [{{apiVersion: v, kind: k, name: a, uid: {u}, controller: true}}]")).unwrap_or_default();
             serde_yaml::from_str(&format!(
                 "{{metadata: {{name: {name}, annotations: {{'{}': {hash}}}{owners}}}}}",

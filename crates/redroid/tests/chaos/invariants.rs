@@ -86,7 +86,7 @@ fn two_pods_for_one_instance(pods: &[std::sync::Arc<Pod>], v: &Violations) {
 fn two_writers_on_one_layer(pods: &[std::sync::Arc<Pod>], v: &Violations) {
     let users: Vec<(String, Usage)> = pods
         .iter()
-        .filter(|p| is_instance_pod(p) || redroid::instance::observe::is_sidecar(p))
+        .filter(|p| is_instance_pod(p) || redroid::instance::observe::is_sidecar(p.as_ref()))
         .filter(|p| !finished(p))
         .filter_map(|p| Some((p.name_any(), Usage::of_pod(p)?)))
         .collect();
