@@ -146,6 +146,7 @@ pub fn run() -> anyhow::Result<(u64, u64)> {
     let n = parallelism();
     println!("running {} test binaries, {n} at a time", jobs.len());
 
+    let cpu_before = cpu_ticks();
     let queue = Arc::new(Mutex::new(jobs.into_iter()));
     let outcomes = Arc::new(Mutex::new(Vec::new()));
     let workers: Vec<_> = (0..n)
@@ -174,6 +175,9 @@ pub fn run() -> anyhow::Result<(u64, u64)> {
     }
     let _ = fs::write(&times, record);
 
+    if let (Some(a), Some(b)) = (cpu_before, cpu_ticks()) {
+        println!("{}", cpu_line(a, b));
+    }
     println!("slowest test binaries:");
     for o in outcomes.iter().take(15) {
         println!(
@@ -324,6 +328,33 @@ fn failure_lines(text: &str, cap: usize) -> Vec<String> {
     out
 }
 
+/// The machine's CPU time so far, `(busy, total)` in ticks, from the first line of
+/// `/proc/stat` (idle and iowait are not busy).
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let stat = fs::read_to_string("/proc/stat").ok()?;
+    parse_cpu_line(stat.lines().next()?)
+}
+
+fn parse_cpu_line(line: &str) -> Option<(u64, u64)> {
+    let mut fields = line.split_whitespace();
+    (fields.next()? == "cpu").then_some(())?;
+    let ticks: Vec<u64> = fields.filter_map(|f| f.parse().ok()).collect();
+    let total: u64 = ticks.iter().sum();
+    let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
+    Some((total - idle, total))
+}
+
+/// How busy the CPUs were between two [`cpu_ticks`] readings: whether the test phase was
+/// bound by CPU (more binaries at once would not help) or by waiting (they would).
+fn cpu_line(before: (u64, u64), after: (u64, u64)) -> String {
+    let busy = after.0.saturating_sub(before.0) as f64;
+    let total = after.1.saturating_sub(before.1).max(1) as f64;
+    format!(
+        "CPU busy during the test binaries: {:.0} %",
+        100.0 * busy / total
+    )
+}
+
 /// Whether `line` starts with an RFC 3339 timestamp, as tracing's and Kubernetes' log lines
 /// do (`2026-11-27T11:08:40.885182Z DEBUG …`).
 fn is_log_line(line: &str) -> bool {
@@ -409,6 +440,15 @@ mod tests {
             ]
         );
         assert_eq!(failure_lines(out, 2).len(), 2);
+    }
+
+    #[test]
+    fn cpu_busy_is_read_from_proc_stat() {
+        let a = parse_cpu_line("cpu  100 0 100 700 100 0 0 0 0 0").unwrap();
+        assert_eq!(a, (200, 1000));
+        let b = parse_cpu_line("cpu  300 0 200 700 200 0 0 0 0 0").unwrap();
+        assert_eq!(cpu_line(a, b), "CPU busy during the test binaries: 75 %");
+        assert_eq!(parse_cpu_line("cpu0 1 2 3 4"), None);
     }
 
     #[test]
