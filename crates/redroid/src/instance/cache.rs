@@ -213,3 +213,43 @@ pub fn slim_service(svc: &mut Service) {
     }
     svc.status = None;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A cached Service keeps of our apply entry only what says which annotations we applied,
+    // and those still read back the same.
+    #[test]
+    fn a_cached_service_keeps_only_the_annotations_of_our_apply_entry() {
+        let mut svc: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s", "annotations": {"a": "1", "b": "2"}, "managedFields": [
+                {"manager": names::FIELD_MANAGER, "operation": "Apply", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:annotations": {"f:a": {}}, "f:labels": {"f:x": {}}},
+                              "f:spec": {"f:ports": {"k:{\"port\":5555}": {".": {}, "f:port": {}}}}}},
+                {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:annotations": {"f:b": {}}}}}
+            ]},
+            "spec": {"type": "ClusterIP", "clusterIP": "127.0.0.10", "selector": {"x": "y"},
+                     "ports": [{"port": 5555}]},
+            "status": {"loadBalancer": {}}
+        }))
+        .expect("service");
+        let before = crate::instance::build::service::applied_annotations(&svc);
+        slim_service(&mut svc);
+        let fields = svc.metadata.managed_fields.as_ref().expect("fields");
+        assert_eq!(fields.len(), 1);
+        assert_eq!(
+            fields[0].fields_v1.as_ref().map(|f| f.0.clone()),
+            Some(serde_json::json!({"f:metadata": {"f:annotations": {"f:a": {}}}}))
+        );
+        assert_eq!(
+            crate::instance::build::service::applied_annotations(&svc),
+            before
+        );
+        let spec = svc.spec.as_ref().expect("spec");
+        assert_eq!(spec.cluster_ip, None);
+        assert_eq!(spec.ports.as_ref().map(Vec::len), Some(1));
+        assert!(svc.status.is_none());
+    }
+}
