@@ -287,3 +287,105 @@ impl FakeDatabase {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::AdminClient;
+
+    fn backup(tag: &str, mode: &str) -> FoundationDBBackup {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBBackup",
+            "metadata": {"name": format!("b-{tag}"), "namespace": "db"},
+            "spec": {"version": "7.1.57", "clusterName": "c", "tag": tag, "backupMode": mode,
+                     "blobStoreConfiguration": {"accountName": "a@h:80"}},
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_backup_runs_by_tag_becomes_restorable_and_stops_once() {
+        let db = FakeDatabase::new();
+        let b = backup("t", "continuous");
+        assert!(matches!(
+            db.get_backup_status(&b).await,
+            Err(AdminError::BackupDoesNotExist(_))
+        ));
+        db.start_backup(&b).await.unwrap();
+        assert!(
+            db.start_backup(&b).await.is_err(),
+            "one running backup per tag"
+        );
+        let first = db.get_backup_status(&b).await.unwrap();
+        assert!(first.status.running && first.restorable == Some(false));
+        let second = db.get_backup_status(&b).await.unwrap();
+        assert_eq!(second.restorable, Some(true), "restorable after two reads");
+        db.pause_backups().await.unwrap();
+        assert!(db.get_backup_status(&b).await.unwrap().backup_agents_paused);
+        db.stop_backup(&b).await.unwrap();
+        assert!(matches!(
+            db.stop_backup(&b).await,
+            Err(AdminError::BackupNotRunning(_))
+        ));
+        assert!(!db.backups()["t"].running);
+        let url = b.backup_url().unwrap();
+        assert!(db.backup_data().contains(&url));
+        db.delete_backup(&b).await.unwrap();
+        assert!(matches!(
+            db.delete_backup(&b).await,
+            Err(AdminError::BackupDoesNotExist(_))
+        ));
+        assert_eq!(
+            db.calls()[0..2],
+            [
+                "fdbbackup status --json -t t".to_owned(),
+                format!("fdbbackup start -d {url} -t t -s 864000 -z"),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_one_time_backup_stops_once_restorable() {
+        let db = FakeDatabase::new();
+        let b = backup("once", "oneTime");
+        db.start_backup(&b).await.unwrap();
+        db.get_backup_status(&b).await.unwrap();
+        let done = db.get_backup_status(&b).await.unwrap();
+        assert!(!done.status.running && done.status.completed && done.restorable == Some(true));
+    }
+
+    #[tokio::test]
+    async fn a_restore_needs_data_runs_then_completes() {
+        let db = FakeDatabase::new();
+        db.set_restore_reads(2);
+        let b = backup("t", "continuous");
+        let url = b.backup_url().unwrap();
+        let r = FoundationDBRestore::new("r", Default::default());
+        assert!(matches!(
+            db.get_restore_status().await,
+            Err(AdminError::RestoreDoesNotExist)
+        ));
+        assert!(
+            db.start_restore(&url, &r).await.is_err(),
+            "no backup at the URL"
+        );
+        db.start_backup(&b).await.unwrap();
+        db.start_restore(&url, &r).await.unwrap();
+        assert!(
+            db.start_restore(&url, &r).await.is_err(),
+            "one restore at a time"
+        );
+        assert!(
+            db.get_restore_status()
+                .await
+                .unwrap()
+                .contains("State: running")
+        );
+        assert!(
+            db.get_restore_status()
+                .await
+                .unwrap()
+                .contains("State: completed")
+        );
+    }
+}

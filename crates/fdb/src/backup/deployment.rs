@@ -12,7 +12,8 @@
 //!   first when absent) running `backup_agent --log --logdir /var/log/fdb-trace-logs` plus
 //!   `--<p>` per custom parameter, image from `mainContainer.imageConfigs` and the backup's
 //!   version (default `foundationdb/fdb-kubernetes-monitor` for the unified image, the
-//!   getter's default, or `foundationdb/foundationdb` for `split`), `FDB_CLUSTER_FILE=
+//!   getter's default, or `foundationdb/foundationdb` for `split`) unless the template's
+//!   container names one (without a tag: the backup's version is added), `FDB_CLUSTER_FILE=
 //!   /var/dynamic-conf/fdb.cluster` unless set, the `logs` and `dynamic-conf` mounts and
 //!   requests of 1 CPU / 1Gi (limits = requests) unless the template sets them; the init
 //!   container `foundationdb-kubernetes-init` copying `fdb.cluster` from the cluster's
@@ -92,8 +93,22 @@ fn empty_dir(name: &str) -> Volume {
     }
 }
 
+/// The main container's image when the pod template names one: with a tag it is used as
+/// written; without, it is the base image and the backup's version is the tag.
+fn template_image(written: &str, version: &str) -> String {
+    let last = written.rsplit('/').next().unwrap_or(written);
+    if last.contains(':') || written.contains('@') {
+        written.to_owned()
+    } else {
+        format!("{written}:{version}")
+    }
+}
+
 fn main_container(backup: &FoundationDBBackup, c: &mut Container) {
-    c.image = Some(image(backup));
+    c.image = Some(match c.image.as_deref().filter(|i| !i.is_empty()) {
+        Some(written) => template_image(written, &backup.spec.version),
+        None => image(backup),
+    });
     c.command = Some(vec!["backup_agent".into()]);
     let mut args: Vec<String> = ["--log", "--logdir", "/var/log/fdb-trace-logs"]
         .map(String::from)

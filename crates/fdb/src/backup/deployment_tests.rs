@@ -148,3 +148,34 @@ fn a_spec_change_changes_the_hash_and_is_seen_as_outdated() {
         "annotations added by others do not matter"
     );
 }
+
+#[test]
+fn an_image_in_the_template_is_kept_with_the_version_as_its_tag() {
+    let mut b = backup(SAMPLE);
+    let spec = b
+        .spec
+        .pod_template_spec
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap();
+    spec.containers[0].image = Some("registry.local/fdb/monitor".into());
+    assert_eq!(
+        main(&desired(&b).unwrap()).image.as_deref(),
+        Some("registry.local/fdb/monitor:7.1.57")
+    );
+    let spec = b
+        .spec
+        .pod_template_spec
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap();
+    spec.containers[0].image = Some("registry.local:5000/fdb/monitor:7.1.57-custom".into());
+    assert_eq!(
+        main(&desired(&b).unwrap()).image.as_deref(),
+        Some("registry.local:5000/fdb/monitor:7.1.57-custom")
+    );
+}
