@@ -8,6 +8,8 @@
 //!   with its URL and tag, reports running and restorable, and a pass over it then writes
 //!   nothing; pause and resume, a new snapshot period (modify), `Stopped` (discontinue) and
 //!   `agentCount: 0` (Deployment deleted) follow the spec.
+//! - An agent pod stuck in phase Failed (kwok's chaos stage) is deleted by the operator and
+//!   the Deployment runs a new one.
 //! - Deleting backups: `noop` leaves the backup running, `stop` aborts it and keeps its data,
 //!   `cleanup` aborts it and deletes its data; each resource goes away (finalizer released).
 //! - A restore is started once from the backup's URL and followed to `completed`; a pass
@@ -22,9 +24,10 @@ use std::time::Duration;
 
 use fdb::crd::{FoundationDBBackup, FoundationDBRestore};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{Harness, create};
 
@@ -36,7 +39,7 @@ fn options() -> fdb::backup::Options {
         missing_cluster_requeue: Duration::from_secs(2),
         restore_running_requeue: Duration::from_secs(1),
         restore_waiting_requeue: Duration::from_secs(2),
-        ..fdb::backup::Options::default()
+        minimum_age_for_terminal_pod_deletion: Duration::from_secs(5),
     }
 }
 
@@ -249,6 +252,53 @@ async fn a_backup_runs_its_agents_and_follows_its_spec() {
 }
 
 #[tokio::test]
+async fn an_agent_pod_stuck_failed_is_deleted_and_replaced() {
+    let h = setup("fdb-backup-agent", "db").await;
+    create_backup(&h, "nightly", "db", json!({"agentCount": 2})).await;
+    settled(&h, "nightly", |b| {
+        b.status.clone().unwrap_or_default().agent_count == 2
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), &h.ns.name);
+    let selector = "foundationdb.org/deployment-name=nightly-backup-agents";
+    let list = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .unwrap();
+    let victim = list.items[0].clone();
+    let (name, uid) = (victim.name_any(), victim.uid().unwrap());
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"}}})),
+    )
+    .await
+    .expect("label the pod to fail");
+    testenv::eventually("the failed agent pod deleted", TIMEOUT, || async {
+        let p = pods.get_opt(&name).await.ok()?;
+        p.is_none_or(|p| p.uid().as_deref() != Some(uid.as_str()))
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    let note = event(&h, "nightly", "DeletedTerminalAgentPod", false).await;
+    assert!(note.contains(&name), "{note}");
+    settled(&h, "nightly", |b| {
+        b.status.clone().unwrap_or_default().agent_count == 2
+    })
+    .await;
+    let list = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .unwrap();
+    assert!(
+        list.items
+            .iter()
+            .all(|p| p.uid().as_deref() != Some(uid.as_str()))
+    );
+}
+
+#[tokio::test]
 async fn deleting_a_backup_follows_its_deletion_policy() {
     let h = setup("fdb-backup-del", "db").await;
     for (name, tag, policy) in [
@@ -377,12 +427,17 @@ async fn a_restore_is_started_once_and_followed_to_completion() {
 }
 
 async fn warning(h: &Harness, object: &str, reason: &str) -> String {
+    event(h, object, reason, true).await
+}
+
+async fn event(h: &Harness, object: &str, reason: &str, warning: bool) -> String {
+    let type_ = if warning { "Warning" } else { "Normal" };
     let events: Api<Event> = Api::namespaced(h.client.clone(), &h.ns.name);
     testenv::eventually(&format!("{reason} on {object}"), TIMEOUT, || async {
         let list = events.list(&Default::default()).await.ok()?;
         list.items.into_iter().find_map(|e| {
             let about = e.regarding.as_ref()?.name.as_deref()? == object;
-            (about && e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning"))
+            (about && e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some(type_))
                 .then(|| e.note.unwrap_or_default())
         })
     })
