@@ -175,6 +175,10 @@ async fn a_backup_runs_its_agents_and_follows_its_spec() {
         s.agent_count == 3 && s.deployment_configured && d.running && d.restorable
     })
     .await;
+    assert!(kit::conditions::is_true(
+        &b.status.clone().unwrap().conditions,
+        "Ready"
+    ));
     assert_eq!(details(&b).url, url("nightly"));
     assert_eq!(details(&b).tag, "default");
 
@@ -397,7 +401,9 @@ async fn a_restore_is_started_once_and_followed_to_completion() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}; calls {:?}", h.db("db").calls()));
-    assert!(!r.status.unwrap().running);
+    let status = r.status.unwrap();
+    assert!(!status.running);
+    assert!(kit::conditions::is_true(&status.conditions, "Complete"));
     assert_eq!(
         calls(&h, "db", "fdbrestore start"),
         vec![format!("fdbrestore start -r {}", url("nightly"))],
@@ -474,6 +480,33 @@ async fn bad_input_is_explained_with_warning_events() {
             .items
             .is_empty()
     );
-    let b = backups(&h).get("orphan").await.unwrap();
-    assert!(b.status.is_none(), "no status written: {:?}", b.status);
+    // Each says why in its condition too.
+    for (name, reason) in [
+        ("orphan", "ClusterNotFound"),
+        ("unreadable", "InvalidBlobStoreConfiguration"),
+    ] {
+        let b = testenv::wait_for(&backups(&h), name, TIMEOUT, |b: &FoundationDBBackup| {
+            b.status.as_ref().is_some_and(|s| !s.conditions.is_empty())
+        })
+        .await
+        .unwrap();
+        let s = b.status.unwrap();
+        let ready = kit::conditions::get(&s.conditions, "Ready").expect("Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", reason)
+        );
+        assert!(s.backup_details.is_none(), "nothing else reported: {s:?}");
+    }
+    let r = testenv::wait_for(&restores(&h), "lost", TIMEOUT, |r: &FoundationDBRestore| {
+        r.status.as_ref().is_some_and(|s| !s.conditions.is_empty())
+    })
+    .await
+    .unwrap();
+    let complete =
+        kit::conditions::get(&r.status.as_ref().unwrap().conditions, "Complete").cloned();
+    assert_eq!(
+        complete.map(|c| (c.status, c.reason)),
+        Some(("False".into(), "ClusterNotFound".into()))
+    );
 }

@@ -143,6 +143,7 @@ pub async fn without_cluster(
         backup.namespace().unwrap_or_default()
     );
     tracing::warn!(backup = %backup.name_any(), %message, "cannot reconcile the backup");
+    super::not_ready(ctx, backup, "ClusterNotFound", &message).await?;
     event(ctx, backup, true, "ClusterNotFound", message).await;
     Ok(Action::requeue(ctx.options.missing_cluster_requeue))
 }

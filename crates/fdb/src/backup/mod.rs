@@ -21,6 +21,7 @@
 //! - A pass that ends not reconciled requeues after 5 s (upstream's delay); the owned
 //!   Deployment's changes (agents becoming ready) trigger passes too.
 
+pub mod conditions;
 pub mod deployment;
 pub mod finalizer;
 pub mod modify_backup;
@@ -245,6 +246,9 @@ pub enum BackupError {
     /// Handling the finalizer failed.
     #[error(transparent)]
     Finalizer(#[from] finalizer::FinalizerError),
+    /// Writing the status of a backup that cannot be reconciled failed.
+    #[error("writing the status: {0}")]
+    WriteStatus(#[from] kube::Error),
 }
 
 impl ReconcileError for BackupError {
@@ -253,6 +257,7 @@ impl ReconcileError for BackupError {
             BackupError::Pipeline(e) => e.category(),
             BackupError::ReadCluster { .. } => "kubernetes_request_failed",
             BackupError::Finalizer(e) => e.category(),
+            BackupError::WriteStatus(_) => "kubernetes_request_failed",
         }
     }
 
@@ -285,6 +290,28 @@ pub fn invalid_spec(backup: &FoundationDBBackup) -> Option<(&'static str, String
     None
 }
 
+/// Sets `Ready` to `False` with `reason` and `message` (a status write only when that is
+/// news).
+pub async fn not_ready(
+    ctx: &Context,
+    backup: &FoundationDBBackup,
+    reason: &str,
+    message: &str,
+) -> Result<bool, kube::Error> {
+    let mut status = backup.status.clone().unwrap_or_default();
+    status.conditions = conditions::problem(
+        &status.conditions,
+        conditions::READY,
+        reason,
+        message,
+        backup.metadata.generation,
+        Timestamp::now(),
+    );
+    let api: Api<FoundationDBBackup> =
+        Api::namespaced(ctx.client.clone(), &backup.namespace().unwrap_or_default());
+    kit::status::patch_status_if_changed(&api, backup, &status, FIELD_MANAGER).await
+}
+
 /// One pass over `backup`.
 pub async fn reconcile(
     backup: Arc<FoundationDBBackup>,
@@ -293,6 +320,7 @@ pub async fn reconcile(
     let deleting = backup.metadata.deletion_timestamp.is_some();
     if let Some((reason, message)) = invalid_spec(&backup).filter(|_| !deleting) {
         tracing::warn!(backup = %backup.name_any(), %message, "the spec cannot be used; waiting for a change");
+        not_ready(&ctx, &backup, reason, &message).await?;
         event(&ctx, &*backup, true, reason, message).await;
         return Ok(Action::await_change());
     }

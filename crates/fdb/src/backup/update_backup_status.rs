@@ -15,12 +15,13 @@
 //!   later steps to decide on.
 
 use futures::future::BoxFuture;
+use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kit::pipeline::{Flow, Step, StepResult};
 use kube::ResourceExt;
 use kube::api::ListParams;
 
-use super::{BACKUP_FOR_LABEL, Pass, deployment};
+use super::{BACKUP_FOR_LABEL, Pass, conditions, deployment};
 use crate::admin::{AdminError, LiveBackupStatus};
 use crate::cluster::FIELD_MANAGER;
 use crate::crd::{
@@ -68,6 +69,7 @@ pub fn compute(
     backup: &FoundationDBBackup,
     deployments: &[Deployment],
     live: Option<&LiveBackupStatus>,
+    now: Timestamp,
 ) -> FoundationDBBackupStatus {
     let previous = backup.status.clone().unwrap_or_default();
     let mut status = FoundationDBBackupStatus::default();
@@ -96,6 +98,9 @@ pub fn compute(
     let mut with_status = backup.clone();
     with_status.status = Some(status.clone());
     with_status.check_reconciliation(&mut status);
+    status.conditions = previous.conditions;
+    let ready = conditions::backup_ready(backup, &status);
+    kit::conditions::upsert(&mut status.conditions, ready, now);
     status
 }
 
@@ -120,7 +125,13 @@ impl Step<Pass> for UpdateBackupStatus {
             let b = pass.backup.clone();
             if let Some(from) = changed_tag(&b) {
                 let to = b.tag().to_owned();
-                pass.event(true, "BackupTagChanged", format!("spec.tag {to:?} differs from the tag the backup runs on, {from:?}; the tag cannot be changed: set it back, or create a new FoundationDBBackup")).await;
+                let message = format!(
+                    "spec.tag {to:?} differs from the tag the backup runs on, {from:?}; the tag cannot be changed: set it back, or create a new FoundationDBBackup"
+                );
+                super::not_ready(&pass.ctx, &b, "BackupTagChanged", &message)
+                    .await
+                    .map_err(UpdateBackupStatusError::from)?;
+                pass.event(true, "BackupTagChanged", message).await;
                 return Err(UpdateBackupStatusError::TagChanged { from, to }.into());
             }
             let selector = format!("{BACKUP_FOR_LABEL}={}", b.uid().unwrap_or_default());
@@ -135,7 +146,7 @@ impl Step<Pass> for UpdateBackupStatus {
                 Err(AdminError::BackupDoesNotExist(_)) => None,
                 Err(e) => return Err(UpdateBackupStatusError::from(e).into()),
             };
-            let status = compute(&b, &deployments, live.as_ref());
+            let status = compute(&b, &deployments, live.as_ref(), pass.now);
             let api = pass.api::<FoundationDBBackup>();
             let wrote =
                 kit::status::patch_status_if_changed(&api, &pass.live, &status, FIELD_MANAGER)

@@ -2,6 +2,14 @@ use k8s_openapi::api::apps::v1::DeploymentStatus;
 
 use super::*;
 
+fn status_of(
+    b: &FoundationDBBackup,
+    d: &[Deployment],
+    l: Option<&LiveBackupStatus>,
+) -> FoundationDBBackupStatus {
+    compute(b, d, l, Timestamp::now())
+}
+
 fn backup(generation: i64) -> FoundationDBBackup {
     let mut b: FoundationDBBackup = serde_yaml::from_str(
         r#"
@@ -51,7 +59,7 @@ fn live(running: bool, paused: bool, restorable: bool, period: i64) -> LiveBacku
 #[test]
 fn a_running_restorable_backup_with_ready_agents_is_reconciled() {
     let b = backup(4);
-    let s = compute(
+    let s = status_of(
         &b,
         &[agents(&b, 2, 2, true)],
         Some(&live(true, false, true, 864_000)),
@@ -62,6 +70,7 @@ fn a_running_restorable_backup_with_ready_agents_is_reconciled() {
     assert!(d.running && d.restorable && !d.paused);
     assert_eq!(d.tag, "default");
     assert_eq!(s.generations.reconciled, 4);
+    assert!(kit::conditions::is_true(&s.conditions, "Ready"));
     assert_eq!(s.generations.needs_backup_start, 0);
 }
 
@@ -69,18 +78,18 @@ fn a_running_restorable_backup_with_ready_agents_is_reconciled() {
 fn what_is_still_to_do_is_marked_with_the_generation() {
     let b = backup(5);
     // (agents ready, updated, observed, live) -> markers
-    let s = compute(&b, &[agents(&b, 1, 2, true)], None);
+    let s = status_of(&b, &[agents(&b, 1, 2, true)], None);
     assert_eq!(s.agent_count, 1, "min(ready, updated)");
     assert_eq!(s.generations.needs_backup_agent_update, 5);
     assert_eq!(s.generations.needs_backup_start, 5, "no backup yet");
     assert_eq!(s.generations.reconciled, 0);
-    let s = compute(
+    let s = status_of(
         &b,
         &[agents(&b, 2, 2, false)],
         Some(&live(true, false, false, 864_000)),
     );
     assert!(!s.deployment_configured, "generation not observed yet");
-    let s = compute(&b, &[], Some(&live(true, false, false, 60)));
+    let s = status_of(&b, &[], Some(&live(true, false, false, 60)));
     assert!(!s.deployment_configured, "agents wanted, none there");
     assert_eq!(
         s.generations.needs_backup_reconfiguration, 5,
@@ -88,7 +97,7 @@ fn what_is_still_to_do_is_marked_with_the_generation() {
     );
     let mut paused = backup(5);
     paused.spec.backup_state = "Paused".into();
-    let s = compute(
+    let s = status_of(
         &paused,
         &[agents(&paused, 2, 2, true)],
         Some(&live(true, false, false, 864_000)),
@@ -96,7 +105,7 @@ fn what_is_still_to_do_is_marked_with_the_generation() {
     assert_eq!(s.generations.needs_backup_pause_toggle, 5);
     let mut stopped = backup(5);
     stopped.spec.backup_state = "Stopped".into();
-    let s = compute(
+    let s = status_of(
         &stopped,
         &[agents(&stopped, 2, 2, true)],
         Some(&live(true, false, true, 864_000)),
@@ -108,7 +117,7 @@ fn what_is_still_to_do_is_marked_with_the_generation() {
 fn no_agents_wanted_and_none_present_is_configured() {
     let mut b = backup(2);
     b.spec.agent_count = Some(0);
-    let s = compute(&b, &[], Some(&live(true, false, true, 864_000)));
+    let s = status_of(&b, &[], Some(&live(true, false, true, 864_000)));
     assert!(s.deployment_configured);
     assert_eq!(s.generations.reconciled, 2);
 }
@@ -117,7 +126,7 @@ fn no_agents_wanted_and_none_present_is_configured() {
 fn a_changed_tag_is_detected_against_the_status() {
     let mut b = backup(1);
     assert_eq!(changed_tag(&b), None, "no status yet");
-    b.status = Some(compute(&b, &[], Some(&live(true, false, true, 864_000))));
+    b.status = Some(status_of(&b, &[], Some(&live(true, false, true, 864_000))));
     assert_eq!(changed_tag(&b), None);
     b.spec.tag = Some("other".into());
     assert_eq!(changed_tag(&b).as_deref(), Some("default"));

@@ -129,6 +129,9 @@ pub enum RestoreError {
     /// A step failed.
     #[error(transparent)]
     Pipeline(#[from] kit::pipeline::PipelineError),
+    /// Writing the status of a restore that cannot be reconciled failed.
+    #[error("writing the status: {0}")]
+    WriteStatus(#[source] kube::Error),
     /// Reading the destination cluster failed.
     #[error("reading cluster {name}: {source}")]
     ReadCluster {
@@ -144,14 +147,16 @@ impl ReconcileError for RestoreError {
     fn category(&self) -> &'static str {
         match self {
             RestoreError::Pipeline(e) => e.category(),
-            RestoreError::ReadCluster { .. } => "kubernetes_request_failed",
+            RestoreError::ReadCluster { .. } | RestoreError::WriteStatus(_) => {
+                "kubernetes_request_failed"
+            }
         }
     }
 
     fn is_permanent(&self) -> bool {
         match self {
             RestoreError::Pipeline(e) => e.is_permanent(),
-            RestoreError::ReadCluster { .. } => false,
+            RestoreError::ReadCluster { .. } | RestoreError::WriteStatus(_) => false,
         }
     }
 }
@@ -163,6 +168,30 @@ pub fn next_look(state: &str, options: &crate::backup::Options) -> Option<std::t
         "running" => Some(options.restore_running_requeue),
         _ => Some(options.restore_waiting_requeue),
     }
+}
+
+/// Sets `Complete` to `False` with `reason` and `message` (a status write only when that is
+/// news).
+async fn not_complete(
+    ctx: &Context,
+    restore: &FoundationDBRestore,
+    reason: &str,
+    message: &str,
+) -> Result<bool, RestoreError> {
+    let mut status = restore.status.clone().unwrap_or_default();
+    status.conditions = crate::backup::conditions::problem(
+        &status.conditions,
+        crate::backup::conditions::COMPLETE,
+        reason,
+        message,
+        restore.metadata.generation,
+        Timestamp::now(),
+    );
+    let api: Api<FoundationDBRestore> =
+        Api::namespaced(ctx.client.clone(), &restore.namespace().unwrap_or_default());
+    kit::status::patch_status_if_changed(&api, restore, &status, FIELD_MANAGER)
+        .await
+        .map_err(RestoreError::WriteStatus)
 }
 
 /// One pass over `restore`.
@@ -177,6 +206,7 @@ pub async fn reconcile(
     if let Err(e) = restore.backup_url() {
         let message = format!("spec.blobStoreConfiguration cannot form a backup URL: {e}");
         tracing::warn!(restore = %restore.name_any(), %message, "the spec cannot be used; waiting for a change");
+        not_complete(&ctx, &restore, "InvalidBlobStoreConfiguration", &message).await?;
         event(
             &ctx,
             &*restore,
@@ -202,6 +232,7 @@ pub async fn reconcile(
             "spec.destinationClusterName names FoundationDBCluster {name:?}, which does not exist in namespace {ns}; waiting for it"
         );
         tracing::warn!(restore = %restore.name_any(), %message, "cannot reconcile the restore");
+        not_complete(&ctx, &restore, "ClusterNotFound", &message).await?;
         event(&ctx, &*restore, true, "ClusterNotFound", message).await;
         return Ok(Action::requeue(ctx.options.missing_cluster_requeue));
     };

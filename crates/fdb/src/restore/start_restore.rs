@@ -52,10 +52,12 @@ impl Step<Pass> for StartRestore {
                 ),
             )
             .await;
-            let status = FoundationDBRestoreStatus {
+            let mut status = FoundationDBRestoreStatus {
                 running: true,
                 ..pass.status()
             };
+            let complete = crate::backup::conditions::restore_complete(&status);
+            kit::conditions::upsert(&mut status.conditions, complete, pass.now);
             pass.write_status(status)
                 .await
                 .map_err(StartRestoreError::from)?;
@@ -73,11 +75,11 @@ mod tests {
         let fresh = FoundationDBRestoreStatus::default();
         let started = FoundationDBRestoreStatus {
             running: true,
-            state: String::new(),
+            ..Default::default()
         };
         let done = FoundationDBRestoreStatus {
-            running: false,
             state: "completed".into(),
+            ..Default::default()
         };
         // (status, fdbrestore status) -> start
         let cases = [

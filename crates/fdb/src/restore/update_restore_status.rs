@@ -4,17 +4,20 @@
 //! Contract:
 //! - [`parse_state`] is pure: the word after `State:` in fdbrestore's text, `Unknown` when
 //!   the text has none.
-//! - [`compute`] is pure: no restore reported (`No restores found`) leaves the status as it
-//!   is; otherwise `state` is the parsed state and `running` is true until the state is
-//!   `completed` or `aborted`.
+//! - [`compute`] is pure: no restore reported (`No restores found`) leaves `state` and
+//!   `running` as they are; otherwise `state` is the parsed state and `running` is true until
+//!   the state is `completed` or `aborted`; the `Complete` condition follows
+//!   ([`crate::backup::conditions`]).
 //! - The step keeps what fdbrestore said in the pass for StartRestore, and writes the status
 //!   only when it changed.
 
 use futures::future::BoxFuture;
+use jiff::Timestamp;
 use kit::pipeline::{Flow, Step, StepResult};
 
 use super::{Pass, step_error};
 use crate::admin::AdminError;
+use crate::backup::conditions::restore_complete;
 use crate::crd::FoundationDBRestoreStatus;
 
 step_error!(UpdateRestoreStatusError, "reading the restore's status");
@@ -41,15 +44,16 @@ pub fn parse_state(text: &str) -> String {
 pub fn compute(
     previous: &FoundationDBRestoreStatus,
     text: Option<&str>,
+    now: Timestamp,
 ) -> FoundationDBRestoreStatus {
-    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
-        return previous.clone();
-    };
-    let state = parse_state(text);
-    FoundationDBRestoreStatus {
-        running: !matches!(state.as_str(), "completed" | "aborted"),
-        state,
+    let mut status = previous.clone();
+    if let Some(text) = text.filter(|t| !t.trim().is_empty()) {
+        status.state = parse_state(text);
+        status.running = !matches!(status.state.as_str(), "completed" | "aborted");
     }
+    let complete = restore_complete(&status);
+    kit::conditions::upsert(&mut status.conditions, complete, now);
+    status
 }
 
 impl Step<Pass> for UpdateRestoreStatus {
@@ -64,7 +68,7 @@ impl Step<Pass> for UpdateRestoreStatus {
                 Err(AdminError::RestoreDoesNotExist) => None,
                 Err(e) => return Err(UpdateRestoreStatusError::from(e).into()),
             };
-            let status = compute(&pass.status(), text.as_deref());
+            let status = compute(&pass.status(), text.as_deref(), pass.now);
             pass.restore_text = text;
             pass.write_status(status)
                 .await
@@ -96,22 +100,33 @@ mod tests {
 
     #[test]
     fn the_status_follows_what_fdbrestore_reports() {
+        let now = Timestamp::now();
         let none = FoundationDBRestoreStatus::default();
         let started = FoundationDBRestoreStatus {
             running: true,
-            state: String::new(),
+            ..Default::default()
         };
-        assert_eq!(compute(&none, None), none, "no restore: nothing to report");
-        assert_eq!(compute(&started, None), started, "kept as it is");
-        let running = compute(&started, Some("UID: A  State: running"));
+        let kept = compute(&none, None, now);
+        assert_eq!(
+            (kept.running, kept.state.as_str()),
+            (false, ""),
+            "nothing reported"
+        );
+        let kept = compute(&started, None, now);
+        assert_eq!(
+            (kept.running, kept.state.as_str()),
+            (true, ""),
+            "kept as it is"
+        );
+        let running = compute(&started, Some("UID: A  State: running"), now);
         assert!(running.running);
         assert_eq!(running.state, "running");
-        let done = compute(&running, Some("UID: A  State: completed"));
+        assert!(!kit::conditions::is_true(&running.conditions, "Complete"));
+        let done = compute(&running, Some("UID: A  State: completed"), now);
         assert!(!done.running);
         assert_eq!(done.state, "completed");
-        assert_eq!(
-            compute(&none, Some("UID: A  State: queued")).state,
-            "queued"
-        );
+        assert!(kit::conditions::is_true(&done.conditions, "Complete"));
+        let queued = compute(&none, Some("UID: A  State: queued"), now);
+        assert_eq!(queued.state, "queued");
     }
 }
