@@ -2,6 +2,8 @@
 //! FoundationDB/fdb-kubernetes-operator v2 (`apps.foundationdb.org/v1beta2`).
 
 pub mod admin;
+pub mod backup;
 pub mod cluster;
 pub mod crd;
+pub mod restore;
 pub mod run;

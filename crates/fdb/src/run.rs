@@ -1,5 +1,6 @@
 //! The operator process: upstream's manager flags (reference §10, upstream `setup.go`) and the
-//! FoundationDBCluster controller under [`kit::controller::Operator`].
+//! FoundationDBCluster, FoundationDBBackup and FoundationDBRestore controllers under
+//! [`kit::controller::Operator`].
 //!
 //! Contract:
 //! - [`Flags`] accept upstream's flag names where they mean the same thing here:
@@ -17,6 +18,8 @@
 //!   (`<dir>/<x.y.z>/bin/<x.y.z>/fdbcli`) are moved to `<dir>/<x.y>/` first
 //!   ([`crate::admin::binaries`]). Without FoundationDB's binaries the operator cannot reach
 //!   any database: it runs against real clusters only (the tests use the fake database).
+//! - One process runs the FoundationDBCluster, FoundationDBBackup and FoundationDBRestore
+//!   controllers, with the same namespace limit and concurrency.
 //! - [`run`] runs until SIGTERM/SIGINT or the loss of leadership; with election on the
 //!   controller runs only while the Lease is held. [`run_with`] takes the client, the database
 //!   clients and the shutdown token (tests, embedding).
@@ -46,7 +49,7 @@ pub const LEASE_NAME: &str = "fdb-kubernetes-operator";
 #[command(
     name = "fdb-operator",
     version,
-    about = "The FoundationDB operator: the FoundationDBCluster controller",
+    about = "The FoundationDB operator: the FoundationDBCluster, FoundationDBBackup and FoundationDBRestore controllers",
     mut_arg("leader_elect", |a| a.alias("enable-leader-election")),
     mut_arg("lease_name", |a| a.alias("leader-election-id")),
     mut_arg("log_level", |a| a.alias("zap-log-level"))
@@ -138,6 +141,14 @@ impl Flags {
         }
     }
 
+    /// The thresholds of the backup and restore controllers these flags set.
+    pub fn backup_options(&self) -> crate::backup::Options {
+        crate::backup::Options {
+            minimum_age_for_terminal_pod_deletion: self.minimum_age_for_terminal_pod_deletion,
+            ..crate::backup::Options::default()
+        }
+    }
+
     /// The namespace to watch, if limited to one.
     pub fn namespace(&self) -> Option<String> {
         self.watch_namespace.clone().filter(|n| !n.is_empty())
@@ -219,9 +230,19 @@ async fn controllers(
     clients: Arc<dyn DatabaseClients>,
     flags: Flags,
 ) -> anyhow::Result<()> {
-    let ctx = Arc::new(Context::new(rc.client.clone(), clients).with_options(flags.options()));
-    tracing::info!(namespace = ?flags.namespace(), concurrency = flags.max_concurrent_reconciles, "starting the FoundationDBCluster controller");
-    crate::cluster::run_with(ctx, rc, flags.namespace(), flags.max_concurrent_reconciles).await;
+    let ctx =
+        Arc::new(Context::new(rc.client.clone(), clients.clone()).with_options(flags.options()));
+    let data = Arc::new(
+        crate::backup::Context::new(rc.client.clone(), clients)
+            .with_options(flags.backup_options()),
+    );
+    let (ns, n) = (flags.namespace(), flags.max_concurrent_reconciles);
+    tracing::info!(namespace = ?ns, concurrency = n, "starting the FoundationDBCluster, FoundationDBBackup and FoundationDBRestore controllers");
+    tokio::join!(
+        crate::cluster::run_with(ctx, rc.clone(), ns.clone(), n),
+        crate::backup::run(data.clone(), rc.clone(), ns.clone(), n),
+        crate::restore::run(data, rc, ns, n),
+    );
     Ok(())
 }
 

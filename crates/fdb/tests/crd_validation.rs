@@ -380,4 +380,31 @@ async fn samples_pass_server_dry_run() {
             "{expected} missing from the samples:\n{stdout}"
         );
     }
+    // The backup and restore samples, applied on their own.
+    for (file, expected) in [
+        (
+            "backup.yaml",
+            "foundationdbbackup.apps.foundationdb.org/sample-cluster",
+        ),
+        (
+            "restore.yaml",
+            "foundationdbrestore.apps.foundationdb.org/sample-cluster",
+        ),
+    ] {
+        let path = deploy_dir()
+            .join("samples")
+            .join(file)
+            .display()
+            .to_string();
+        let (ok, stdout, stderr) = testenv::kustomize::kubectl(&[
+            "apply",
+            "-f",
+            &path,
+            "-n",
+            &ns.name,
+            "--dry-run=server",
+        ]);
+        assert!(ok, "kubectl apply -f {file} failed:\n{stdout}\n{stderr}");
+        assert!(stdout.contains(expected), "{expected} missing:\n{stdout}");
+    }
 }

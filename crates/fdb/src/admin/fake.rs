@@ -30,6 +30,8 @@
 //!   <owner>|denied`) ([`FakeDatabase::calls`]); [`FakeDatabase::fail`]
 //!   makes the next call of one method fail, [`FakeDatabase::set_available`] makes the whole
 //!   database unavailable.
+//! - Backups by tag and one restore at a time, as `fdbbackup`/`fdbrestore` report them
+//!   (`fake_backups.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -99,6 +101,8 @@ struct State {
     stateful: BTreeMap<String, u32>,
     // `cluster.clients.supported_versions`, as the test sets them.
     clients: Vec<SupportedVersion>,
+    // Backups by tag, the blob store's URLs and the restore (`fake_backups.rs`).
+    backups: backups::Backups,
 }
 
 impl State {
@@ -642,78 +646,50 @@ impl AdminClient for FakeDatabase {
     }
 
     async fn start_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
-        self.call(
-            "start_backup",
-            format!("fdbbackup start -t {}", backup.tag()),
-        )
-        .map(drop)
+        self.fake_start_backup(backup)
     }
 
     async fn stop_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
-        self.call(
-            "stop_backup",
-            format!("fdbbackup discontinue -t {}", backup.tag()),
-        )
-        .map(drop)
+        self.fake_end_backup("stop_backup", "discontinue", backup)
     }
 
     async fn abort_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
-        self.call(
-            "abort_backup",
-            format!("fdbbackup abort -t {}", backup.tag()),
-        )
-        .map(drop)
+        self.fake_end_backup("abort_backup", "abort", backup)
     }
 
     async fn delete_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
-        self.call(
-            "delete_backup",
-            format!("fdbbackup delete -t {}", backup.tag()),
-        )
-        .map(drop)
+        self.fake_delete_backup(backup)
     }
 
     async fn pause_backups(&self) -> Result<(), AdminError> {
-        self.call("pause_backups", "fdbbackup pause".into())
-            .map(drop)
+        self.fake_pause(true)
     }
 
     async fn resume_backups(&self) -> Result<(), AdminError> {
-        self.call("resume_backups", "fdbbackup resume".into())
-            .map(drop)
+        self.fake_pause(false)
     }
 
     async fn modify_backup(&self, backup: &FoundationDBBackup) -> Result<(), AdminError> {
-        self.call(
-            "modify_backup",
-            format!("fdbbackup modify -t {}", backup.tag()),
-        )
-        .map(drop)
+        self.fake_modify_backup(backup)
     }
 
     async fn get_backup_status(
         &self,
         backup: &FoundationDBBackup,
     ) -> Result<LiveBackupStatus, AdminError> {
-        let _st = self.call(
-            "get_backup_status",
-            format!("fdbbackup status --json -t {}", backup.tag()),
-        )?;
-        Err(AdminError::BackupDoesNotExist(backup.tag().to_owned()))
+        self.fake_backup_status(backup)
     }
 
     async fn start_restore(
         &self,
         url: &str,
-        _restore: &FoundationDBRestore,
+        restore: &FoundationDBRestore,
     ) -> Result<(), AdminError> {
-        self.call("start_restore", format!("fdbrestore start -r {url}"))
-            .map(drop)
+        self.fake_start_restore(url, restore)
     }
 
     async fn get_restore_status(&self) -> Result<String, AdminError> {
-        let _st = self.call("get_restore_status", "fdbrestore status".into())?;
-        Err(AdminError::RestoreDoesNotExist)
+        self.fake_restore_status()
     }
 }
 
@@ -847,6 +823,9 @@ impl LockClient for FakeLockClient {
 
 #[path = "fake_pods.rs"]
 mod pods;
+
+#[path = "fake_backups.rs"]
+pub mod backups;
 
 #[cfg(test)]
 #[path = "fake_tests.rs"]

@@ -106,6 +106,17 @@ pub trait DatabaseClients: Send + Sync {
     fn admin(&self, cluster: &FoundationDBCluster) -> Arc<dyn AdminClient>;
     /// The lock client for `cluster`.
     fn lock(&self, cluster: &FoundationDBCluster) -> Arc<dyn LockClient>;
+    /// The admin client the backup and restore controllers use for `cluster`: `knobs`
+    /// (`--knob_…=…`, from the backup's or restore's `customParameters`) go to fdbbackup and
+    /// fdbrestore. Clients without knobs (the fake) ignore them.
+    fn admin_with_knobs(
+        &self,
+        cluster: &FoundationDBCluster,
+        knobs: Vec<String>,
+    ) -> Arc<dyn AdminClient> {
+        let _ = knobs;
+        self.admin(cluster)
+    }
 }
 
 /// The real clients: `fdbcli` & co. from `$FDB_BINARY_DIR/<major.minor>/`.
@@ -142,6 +153,14 @@ impl DatabaseClients for CliClients {
 
     fn lock(&self, cluster: &FoundationDBCluster) -> Arc<dyn LockClient> {
         Arc::new(CliLockClient::new(self.client(cluster)))
+    }
+
+    fn admin_with_knobs(
+        &self,
+        cluster: &FoundationDBCluster,
+        knobs: Vec<String>,
+    ) -> Arc<dyn AdminClient> {
+        Arc::new(self.client(cluster).with_knobs(knobs))
     }
 }
 

@@ -3,7 +3,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -155,7 +155,7 @@ pub struct FoundationDBBackupSpec {
 kit::optional_spec!(FoundationDBBackupSpec);
 
 /// The observed state of a backup.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FoundationDBBackupStatus {
     /// Agents that are up to date, ready and not terminating.
@@ -170,6 +170,11 @@ pub struct FoundationDBBackupStatus {
     /// The latest generation that reached each stage.
     #[serde(default, skip_serializing_if = "is_default")]
     pub generations: BackupGenerationStatus,
+    /// Flotilla's addition: `Ready` (the spec is carried out; `False` with the reason while
+    /// something is pending or the spec cannot be used).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
 }
 
 /// The backup as the database reports it.

@@ -1,5 +1,6 @@
 //! The FoundationDBRestore API (`fdbrestore`), field for field upstream's.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -69,7 +70,7 @@ pub struct FoundationDBKeyRange {
 }
 
 /// The observed state of a restore.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct FoundationDBRestoreStatus {
     /// Whether the restore runs.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -79,6 +80,11 @@ pub struct FoundationDBRestoreStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 50))]
     pub state: String,
+    /// Flotilla's addition: `Complete` (`True` once the restore completed; `False` with the
+    /// reason before, or when the spec cannot be used).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
 }
 
 impl FoundationDBRestore {

@@ -67,6 +67,26 @@ impl Harness {
         tokio::spawn(fdb::cluster::run(ctx, rc, Some(self.ns.name.clone())));
     }
 
+    /// Also runs the backup and restore controllers (with `options`), as the operator's
+    /// ServiceAccount, until the harness is dropped.
+    pub fn spawn_backup_controllers(&self, options: fdb::backup::Options) {
+        let ctx = Arc::new(
+            fdb::backup::Context::new(self.operator.clone(), Arc::new(self.clients.clone()))
+                .with_options(options),
+        );
+        let rc = kit::controller::RunContext {
+            client: self.operator.clone(),
+            metrics: kit::metrics::Metrics::new(),
+            readiness: kit::health::Readiness::new(),
+            shutdown: self.token.child_token(),
+            metrics_addr: ([127, 0, 0, 1], 0).into(),
+            probe_addr: ([127, 0, 0, 1], 0).into(),
+        };
+        let ns = Some(self.ns.name.clone());
+        tokio::spawn(fdb::backup::run(ctx.clone(), rc.clone(), ns.clone(), 1));
+        tokio::spawn(fdb::restore::run(ctx, rc, ns, 1));
+    }
+
     /// Stops the operator and starts a new one on the same databases: nothing survives in
     /// memory, as when the operator's pod is restarted.
     pub fn restart_operator(&self) {
