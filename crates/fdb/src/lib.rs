@@ -5,3 +5,4 @@ pub mod admin;
 pub mod cluster;
 pub mod crd;
 pub mod run;
+pub mod sim;
