@@ -7,9 +7,11 @@
 //! output, exit codes) exactly as it would parse fdbcli's.
 //!
 //! Shown: a cluster created to reconciled with one `configure new` carrying exactly the
-//! string the client sent, a pass over the converged cluster that writes nothing, and a
-//! scale-down that excludes (no_wait, then the blocking check) before the pod goes and
-//! includes only after the recovery gate, with no pod deleted while its process held data.
+//! string the client sent and its lock deny list written and read back through fdbcli, a pass
+//! over the converged cluster that writes nothing, and a scale-down that waits for another
+//! instance's lock to expire, excludes (no_wait, then the blocking check) before the pod goes,
+//! includes only after the recovery gate, with no pod deleted while its process held data, and
+//! releases the lock once reconciled.
 //! The pods and their monitors are simulated as in `cluster_lifecycle.rs` (support).
 
 mod support;
@@ -44,6 +46,8 @@ async fn the_cli_path_creates_configures_and_scales_down_with_exclusion_first() 
             "faultDomain": {"key": "foundationdb.org/none"},
             "routing": {"useDNSInClusterFile": false},
             "processes": {"general": {"volumeClaimTemplate": {"spec": {"resources": {"requests": {"storage": "1G"}}}}}},
+            "processGroupIDPrefix": "dc1",
+            "lockOptions": {"disableLocks": false, "denyList": [{"id": "dc9"}]},
         },
     }))
     .unwrap();
@@ -72,6 +76,11 @@ async fn the_cli_path_creates_configures_and_scales_down_with_exclusion_first() 
         3
     );
     assert!(status.health.available, "status json read through fdbcli");
+    // The deny list was written with fdbcli `set`s and read back with `getrange`.
+    use fdb::admin::LockClient;
+    let other = db.lock_client("dc2", 30);
+    assert_eq!(other.get_deny_list().await.unwrap(), ["dc9"]);
+    assert_eq!(status.locks.deny_list, ["dc9"]);
     assert_eq!(status.process_groups.len(), 16);
     for condition in ["Ready", "DatabaseAvailable", "SpecValid"] {
         assert!(
@@ -90,9 +99,17 @@ async fn the_cli_path_creates_configures_and_scales_down_with_exclusion_first() 
         .expect("pass");
     assert_eq!(counts.writes(), 0, "by verb: {:?}", counts.by_verb());
 
-    // 3. Scale storage 3 → 2 once the recovery gate allows exclusions.
+    // 3. Scale storage 3 → 2 once the recovery gate allows exclusions, while another
+    // instance ("dc2") holds the lock for 30 s of the database's clock: the operator's lock
+    // client reads that record through fdbcli and excludes only once it has expired.
+    // The real lock client judges expiry on the operator's (wall) clock, as against a real
+    // database; the fake's clock runs `ahead` seconds in front of it once advanced, so the
+    // lock is taken first and the times compared on the wall clock.
     let before = storage_groups(&c);
-    db.advance(700);
+    other.take_lock().await.unwrap();
+    let held_until = db.lock_record().expect("dc2's lock").end;
+    let ahead = 700;
+    db.advance(ahead);
     h.clusters()
         .patch(
             name,
@@ -122,6 +139,16 @@ async fn the_cli_path_creates_configures_and_scales_down_with_exclusion_first() 
     .await
     .unwrap();
     let id = excluded.process_group_id.to_string();
+    let first_exclude = db
+        .timed_calls()
+        .into_iter()
+        .find(|(_, c)| c.starts_with("exclude"))
+        .expect("an exclude");
+    assert!(
+        first_exclude.0 - ahead > held_until,
+        "excluded at {} (wall clock) while dc2 held the lock until {held_until}",
+        first_exclude.0 - ahead
+    );
     assert!(
         !db.calls().iter().any(|c| c.starts_with("include")),
         "no include before the inclusion gate: {:?}",
@@ -150,6 +177,12 @@ async fn the_cli_path_creates_configures_and_scales_down_with_exclusion_first() 
         .filter_map(|p| p.metadata.name)
         .collect();
     assert!(!left.contains(&excluded.pod_name(name)));
+    // Reconciled, the operator released its lock (a `clear` through fdbcli).
+    testenv::eventually("lock released", Duration::from_secs(60), || async {
+        db.lock_record().is_none().then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}", db.lock_record()));
     let violations = h.violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:?}");
 }

@@ -57,10 +57,10 @@ fn classify(key: &[u8]) -> Record {
     if let Some(id) = after(&text, "/denyList/").filter(|id| !id.is_empty()) {
         return Record::Deny(id.to_owned());
     }
-    if let Some((v, id)) = after(&text, "/upgrades/").and_then(|r| r.split_once('/')) {
-        if !id.is_empty() {
-            return Record::Upgrade(v.to_owned(), id.to_owned());
-        }
+    if let Some((v, id)) = after(&text, "/upgrades/").and_then(|r| r.split_once('/'))
+        && !id.is_empty()
+    {
+        return Record::Upgrade(v.to_owned(), id.to_owned());
     }
     if let Some(id) = after(&text, "/maintenance/").filter(|id| !id.is_empty()) {
         return Record::Maintenance(id.to_owned());
@@ -153,10 +153,10 @@ impl Keys {
             .range(begin.to_vec()..end.to_vec())
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        if classify(begin) == Record::Lock {
-            if let Some(value) = self.get(begin).await? {
-                pairs.insert(begin.to_vec(), value);
-            }
+        if classify(begin) == Record::Lock
+            && let Some(value) = self.get(begin).await?
+        {
+            pairs.insert(begin.to_vec(), value);
         }
         if let Some(prefix) = strip(begin, "/denyList/") {
             for id in self.lock_client().get_deny_list().await? {
