@@ -72,6 +72,12 @@ impl CliSim {
     }
 }
 
+impl Drop for CliSim {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.binary_dir);
+    }
+}
+
 impl Harness {
     /// The operator with upstream's thresholds.
     pub async fn start(prefix: &str) -> Self {
