@@ -7,3 +7,4 @@ pub mod cluster;
 pub mod crd;
 pub mod restore;
 pub mod run;
+pub mod sim;

@@ -276,6 +276,12 @@ impl FakeDatabase {
         self.st().lock.clone()
     }
 
+    /// Writes (or clears) the lock record as a committed transaction would: the simulator's
+    /// `set`/`clear` of the lock key (`crate::sim`), where the real lock client decides.
+    pub fn set_lock_record(&self, record: Option<LockRecord>) {
+        self.st().lock = record;
+    }
+
     fn status(&self) -> Result<FdbStatus, AdminError> {
         let mut st = self.st();
         st.take_failure("get_status")?;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fdb::admin::fake::FakeDatabase;
-use fdb::cluster::{Context, FakeClients, Options};
+use fdb::cluster::{CliClients, Context, DatabaseClients, FakeClients, Options};
 use fdb::crd::{FoundationDBCluster, ProcessGroupStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -31,7 +31,51 @@ pub struct Harness {
     /// The running operator's own token (a child of `token`) and its thresholds.
     operator_run: Mutex<(CancellationToken, Options)>,
     pub violations: Arc<Mutex<Vec<String>>>,
+    /// When set, the operator runs the real CLI admin client against the `fdb-sim` server.
+    pub sim: Option<CliSim>,
     _rbac: testenv::rbac::ClusterCleanup,
+}
+
+/// The simulator the CLI path talks to: `$FDB_BINARY_DIR` of symlinks to the `fdb-sim`
+/// binary and its server, in this process, holding the databases.
+pub struct CliSim {
+    pub registry: fdb::sim::server::Registry,
+    pub binary_dir: std::path::PathBuf,
+}
+
+impl CliSim {
+    /// Lays out `<tmp>/fdb-sim-<name>/7.1/{fdbcli,fdbbackup,fdbrestore}` and serves the
+    /// registry on `<dir>/fdb-sim.sock` until `token` is cancelled.
+    pub fn start(name: &str, token: &CancellationToken) -> Self {
+        let binary_dir = std::env::temp_dir().join(format!("fdb-sim-{name}"));
+        let _ = std::fs::remove_dir_all(&binary_dir);
+        let exe = std::path::Path::new(env!("CARGO_BIN_EXE_fdb-sim"));
+        let socket = fdb::sim::install(&binary_dir, exe, &["7.1.57"]).expect("install fdb-sim");
+        let listener = tokio::net::UnixListener::bind(&socket).expect("bind the fdb-sim socket");
+        let registry = fdb::sim::server::Registry::new();
+        tokio::spawn(fdb::sim::server::serve(
+            listener,
+            registry.clone(),
+            token.clone(),
+        ));
+        CliSim {
+            registry,
+            binary_dir,
+        }
+    }
+
+    /// The real clients, running the tools from the simulator's `$FDB_BINARY_DIR`.
+    pub fn clients(&self) -> CliClients {
+        let mut config = fdb::admin::cli::BinaryConfig::from_env();
+        config.binary_dir = self.binary_dir.clone();
+        CliClients::new(config)
+    }
+}
+
+impl Drop for CliSim {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.binary_dir);
+    }
 }
 
 impl Harness {
@@ -49,11 +93,29 @@ impl Harness {
         h
     }
 
+    /// The operator with `options`, its database clients the real CLI client over the
+    /// `fdb-sim` tools and server.
+    pub async fn start_cli(prefix: &str, options: Options) -> Self {
+        let mut h = Self::prepare(prefix).await;
+        h.sim = Some(CliSim::start(&h.ns.name, &h.token));
+        h.operator_run.lock().unwrap().1 = options;
+        h.spawn_operator();
+        h
+    }
+
+    /// The database clients the operator uses.
+    pub fn database_clients(&self) -> Arc<dyn DatabaseClients> {
+        match &self.sim {
+            Some(sim) => Arc::new(sim.clients()),
+            None => Arc::new(self.clients.clone()),
+        }
+    }
+
     fn spawn_operator(&self) {
         let mut run = self.operator_run.lock().unwrap();
         run.0 = self.token.child_token();
         let ctx = Arc::new(
-            Context::new(self.operator.clone(), Arc::new(self.clients.clone()))
+            Context::new(self.operator.clone(), self.database_clients())
                 .with_options(run.1.clone()),
         );
         let rc = kit::controller::RunContext {
@@ -127,12 +189,18 @@ impl Harness {
             token: CancellationToken::new(),
             operator_run: Mutex::new((CancellationToken::new(), Options::default())),
             violations: Arc::new(Mutex::new(Vec::new())),
+            sim: None,
             _rbac: rbac,
         }
     }
 
+    /// The database of cluster `name` (with the simulator: the one its cluster file's
+    /// description, the cluster's name, reaches).
     pub fn db(&self, name: &str) -> FakeDatabase {
-        self.clients.database(&self.ns.name, name)
+        match &self.sim {
+            Some(sim) => sim.registry.database(name),
+            None => self.clients.database(&self.ns.name, name),
+        }
     }
 
     /// The processes follow the pods, each pod's monitor played by
