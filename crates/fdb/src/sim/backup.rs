@@ -42,8 +42,31 @@ pub fn render_error(e: &AdminError) -> Response {
     Response::error(text)
 }
 
+// `blobstore://<account>@<host>:<port>/<name>?bucket=<b>&<params>` back into the backup's
+// blob store configuration, which the fake builds the same URL from.
+fn blob_store(url: &str) -> Option<serde_json::Value> {
+    let rest = url.strip_prefix("blobstore://")?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (account, name) = path.split_once('/')?;
+    let (mut bucket, mut params) = (None, Vec::new());
+    for p in query.split('&').filter(|p| !p.is_empty()) {
+        match p.strip_prefix("bucket=") {
+            Some(b) => bucket = Some(b),
+            None => params.push(p),
+        }
+    }
+    let mut conf = json!({"accountName": account, "backupName": name, "urlParameters": params});
+    if let Some(b) = bucket {
+        conf["bucket"] = json!(b);
+    }
+    Some(conf)
+}
+
 fn backup_resource(args: &BackupArgs) -> Result<FoundationDBBackup, AdminError> {
     let mut spec = json!({"version": "", "clusterName": "fdb-sim"});
+    if let Some(conf) = args.url.as_deref().and_then(blob_store) {
+        spec["blobStoreConfiguration"] = conf;
+    }
     if let Some(tag) = &args.tag {
         spec["tag"] = json!(tag);
     }

@@ -275,24 +275,38 @@ async fn injected_failures_keep_their_category_through_the_command_line() {
     .unwrap();
     c.start_backup(&backup).await.unwrap();
     c.pause_backups().await.unwrap();
-    let missing = c.get_backup_status(&backup).await.unwrap_err();
-    assert_eq!(missing.category(), "backup_does_not_exist", "{missing}");
+    let url = "blobstore://a@h:443/b?bucket=fdb-backups";
+    let live = c.get_backup_status(&backup).await.unwrap();
+    assert_eq!(live.destination_url, url);
+    assert!(live.status.running && live.backup_agents_paused, "{live:?}");
     assert!(
         db.calls()
-            .contains(&"fdbbackup start -t default".to_owned())
+            .iter()
+            .any(|c| c.starts_with(&format!("fdbbackup start -d {url} -t default"))),
+        "{:?}",
+        db.calls()
     );
+    let other: FoundationDBBackup = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBBackup",
+        "metadata": {"name": "o"},
+        "spec": {"version": "7.1.57", "clusterName": "sample", "backupState": "Running",
+                 "blobStoreConfiguration": {"accountName": "a@h"}, "tag": "other"},
+    }))
+    .unwrap();
+    let missing = c.get_backup_status(&other).await.unwrap_err();
+    assert_eq!(missing.category(), "backup_does_not_exist", "{missing}");
     let restore: FoundationDBRestore = serde_json::from_value(serde_json::json!({
         "apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBRestore",
         "metadata": {"name": "r"}, "spec": {"destinationClusterName": "sample"},
     }))
     .unwrap();
-    c.start_restore("blobstore://a@h/r", &restore)
-        .await
-        .unwrap();
     assert!(matches!(
         c.get_restore_status().await,
         Err(AdminError::RestoreDoesNotExist)
     ));
+    c.start_restore(url, &restore).await.unwrap();
+    let state = c.get_restore_status().await.unwrap();
+    assert!(state.contains("running"), "{state}");
 }
 
 #[test]
