@@ -60,57 +60,32 @@ impl Usage {
 
     /// The data a Pod running redroid uses, from its volumes; `None` if it mounts no base PVC.
     pub fn of_pod(pod: &Pod) -> Option<Usage> {
-        let spec = pod.spec.as_ref()?;
-        let volumes = spec.volumes.iter().flatten().map(|v| {
-            let claim = v.persistent_volume_claim.as_ref();
-            (v.name.as_str(), claim.map(|c| c.claim_name.as_str()))
-        });
-        let containers = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .chain(&spec.containers);
-        let mounts = containers
-            .flat_map(|c| c.volume_mounts.iter().flatten())
-            .map(|m| (m.name.as_str(), m.sub_path.as_deref()));
-        Self::of_volumes(volumes, mounts)
+        Self::of_cached(&CachedPod::from(pod.clone()))
     }
 
-    /// [`Usage::of_pod`] of a Pod as the instance controller caches it.
+    /// [`Usage::of_pod`] of a Pod as the instance controller caches it (the same fields).
+    ///
+    /// The writable layer's index is the sub-path of the first `data-diff` mount of any
+    /// container (init containers first); a Pod mounting the diff PVC without a numeric
+    /// sub-path is taken to use index -1 (the whole PVC), which conflicts only with the same.
     pub fn of_cached(pod: &CachedPod) -> Option<Usage> {
         let spec = pod.spec.as_ref()?;
-        let volumes = spec.volumes.iter().flatten().map(|v| {
-            let claim = v.persistent_volume_claim.as_ref();
-            (v.name.as_str(), claim.map(|c| c.claim_name.as_str()))
-        });
-        let containers = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .chain(&spec.containers);
-        let mounts = containers
-            .flat_map(|c| c.volume_mounts.iter().flatten())
-            .map(|m| (m.name.as_str(), m.sub_path.as_deref()));
-        Self::of_volumes(volumes, mounts)
-    }
-
-    // From a Pod's volumes `(name, claim)` and its containers' mounts `(volume, sub-path)`
-    // (init containers first). The writable layer's index is the sub-path of the first
-    // `data-diff` mount; a Pod mounting the diff PVC without a numeric sub-path is taken to
-    // use index -1 (the whole PVC), which conflicts only with the same.
-    fn of_volumes<'a>(
-        volumes: impl Iterator<Item = (&'a str, Option<&'a str>)> + Clone,
-        mut mounts: impl Iterator<Item = (&'a str, Option<&'a str>)>,
-    ) -> Option<Usage> {
         let claim = |name: &str| {
+            let volumes = spec.volumes.iter().flatten().filter(|v| v.name == name);
             volumes
-                .clone()
-                .filter(|(n, _)| *n == name)
-                .find_map(|(_, c)| c.map(str::to_owned))
+                .filter_map(|v| v.persistent_volume_claim.as_ref())
+                .map(|c| c.claim_name.clone())
+                .next()
         };
         let base = claim(DATA_BASE_VOLUME)?;
         let layer = claim(DATA_DIFF_VOLUME).map(|diff| {
-            let sub = mounts.find_map(|(n, sub)| (n == DATA_DIFF_VOLUME).then_some(sub).flatten());
+            let containers = spec.init_containers.iter().flatten();
+            let mounts = containers
+                .chain(&spec.containers)
+                .flat_map(|c| c.volume_mounts.iter().flatten());
+            let sub = mounts
+                .filter(|m| m.name == DATA_DIFF_VOLUME)
+                .find_map(|m| m.sub_path.as_deref());
             (diff, sub.and_then(|s| s.parse().ok()).unwrap_or(-1))
         });
         Some(Usage { base, layer })
