@@ -388,9 +388,15 @@ fn rejection(i: &Inputs<'_>, m: &Member) -> Option<String> {
     if replid.is_empty() {
         return Some("the old primary's replication ID is unknown".into());
     }
-    // Seconds a link may have been down: since the failure, plus the lag bound.
+    // Seconds a link may have been down: since the failure, plus the lag bound; or as long as
+    // another replica of the history has had its link down (plus the bound). Replicas that
+    // lost the primary at the same moment saw it die (or get cut off) then, even when the
+    // operator, down or cut off itself, recorded the failure much later: its record alone
+    // would hold them all back forever. A lone replica, or one whose link went down long
+    // before another's, is still judged by the recorded failure.
     let allowed = failure_start(i).map_or(0, |start| {
-        i.now.duration_since(start).as_secs().max(0) + secs(i.max_lag)
+        let since = i.now.duration_since(start).as_secs().max(0);
+        since.max(last_linked_peer(i, m, replid)) + secs(i.max_lag)
     });
     if !m.pod_live() || m.ip().is_none() {
         return Some("its pod is not running with an IP".into());
@@ -427,6 +433,23 @@ fn rejection(i: &Inputs<'_>, m: &Member) -> Option<String> {
         ));
     }
     None
+}
+
+/// Seconds since another replica of the history (not `m`) was last linked to the old
+/// primary: 0 while one still is; 0 when there is no other.
+fn last_linked_peer(i: &Inputs<'_>, m: &Member, replid: &str) -> i64 {
+    i.members
+        .iter()
+        .filter(|p| p.name != m.name && p.name != i.current && p.ordinal < i.instances)
+        .filter(|p| p.is_replica())
+        .filter_map(Member::report)
+        .filter(|r| r.replication_id == replid && !r.master_sync_in_progress)
+        .map(|r| match r.master_link_status.as_str() {
+            "up" => 0,
+            _ => r.master_link_down_since_seconds.max(0),
+        })
+        .min()
+        .unwrap_or(0)
 }
 
 /// The old primary restarted in place since its replicas last synchronised (the history is

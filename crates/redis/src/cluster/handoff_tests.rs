@@ -697,14 +697,52 @@ fn after_a_restart_in_place_the_links_age_is_not_held_against_a_complete_set_of_
         })),
         None
     );
-    // No restart (the primary's own ID is the history): the link's age still counts.
+    // No restart (the primary's own ID is the history): the link's age still counts against
+    // a replica that lost the primary long before another did.
     let mut c = Case::new(vec![
         dead(0),
         link_down(replica(1, 0, "A", 100), 600),
-        link_down(replica(2, 0, "A", 90), 600),
+        link_down(replica(2, 0, "A", 90), 8),
     ]);
     c.failing_since = Some(t(95));
     c.replid = "A";
     c.synced = "A";
-    assert_eq!(candidate(&c.inputs()).map(|(m, _)| m.name.clone()), None);
+    assert_eq!(
+        candidate(&c.inputs())
+            .map(|(m, _)| m.name.clone())
+            .as_deref(),
+        Some("demo-2")
+    );
+}
+
+#[test]
+fn replicas_that_lost_the_primary_together_stay_candidates_when_the_failure_was_seen_late() {
+    // The operator (killed, or cut off from the API) recorded the failure at t(95), 21 s
+    // after both replicas lost the primary: their links, down 133 s at t(205), are older
+    // than the failure record allows (110 + 10 + 10 s), but each lost it when the other did.
+    let both = |one: i64, two: i64| {
+        let mut c = Case::new(vec![
+            dead(0),
+            link_down(replica(1, 0, "A", 100), one),
+            link_down(replica(2, 0, "A", 90), two),
+        ]);
+        c.now = t(205);
+        c.failing_since = Some(t(95));
+        c.replid = "A";
+        candidate(&c.inputs()).map(|(m, _)| m.name.clone())
+    };
+    assert_eq!(
+        both(133, 133).as_deref(),
+        Some("demo-1"),
+        "the highest offset"
+    );
+    assert_eq!(both(133, 131).as_deref(), Some("demo-1"));
+    // One went down long before the other: it missed what the other still got.
+    assert_eq!(both(600, 133).as_deref(), Some("demo-2"));
+    // A lone replica has nobody to corroborate when the primary died: the record rules.
+    let mut lone = Case::new(vec![dead(0), link_down(replica(1, 0, "A", 100), 133)]);
+    lone.now = t(205);
+    lone.failing_since = Some(t(95));
+    lone.replid = "A";
+    assert!(candidate(&lone.inputs()).is_none());
 }
