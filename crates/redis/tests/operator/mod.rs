@@ -235,9 +235,12 @@ impl Env {
         }
     }
 
-    /// Waits until RedisCluster `name` is Healthy with `instances` Ready instances.
+    /// Waits until RedisCluster `name` is Healthy with `instances` Ready instances: up to
+    /// twice [`T`], since a new replica's first full synchronisation of real redis-server
+    /// processes is what slows most when CI's cores are saturated (88 % busy over a whole
+    /// test phase, where `redis::deployment` once waited out 120 s for a third replica).
     pub async fn healthy(&self, name: &str, instances: i32) -> RedisCluster {
-        self.wait(name, T, move |c| {
+        self.wait(name, 2 * T, move |c| {
             c.status.as_ref().is_some_and(|s| {
                 s.phase == Some(redis::crd::ClusterPhase::Healthy)
                     && s.ready_instances == instances
