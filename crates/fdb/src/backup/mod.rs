@@ -41,7 +41,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kit::controller::{ControllerSettings, RunContext, run_controller};
 use kit::pipeline::Pipeline;
-use kit::reconcile::{Backoff, ReconcileError};
+use kit::reconcile::ReconcileError;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -49,7 +49,7 @@ use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 
 use crate::admin::AdminClient;
-use crate::cluster::{DatabaseClients, FIELD_MANAGER};
+use crate::cluster::FIELD_MANAGER;
 use crate::crd::{FoundationDBBackup, FoundationDBCluster};
 
 /// The controller's name (metrics label).
@@ -91,44 +91,9 @@ impl Default for Options {
     }
 }
 
-/// What the backup and restore controllers share between passes (nothing about any one
-/// object).
-pub struct Context {
-    /// The Kubernetes client.
-    pub client: kube::Client,
-    /// The database clients.
-    pub clients: Arc<dyn DatabaseClients>,
-    /// Thresholds.
-    pub options: Options,
-    /// Per-object error back-off.
-    pub backoff: Backoff,
-    /// Publishes Events as `fdb-kubernetes-operator`.
-    pub recorder: kit::events::Recorder,
-}
-
-impl Context {
-    /// A context with upstream's thresholds.
-    pub fn new(client: kube::Client, clients: Arc<dyn DatabaseClients>) -> Self {
-        let reporter = kube::runtime::events::Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
-        Context {
-            recorder: kit::events::Recorder::new(client.clone(), reporter),
-            client,
-            clients,
-            options: Options::default(),
-            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
-        }
-    }
-
-    /// The same context with other thresholds.
-    #[must_use]
-    pub fn with_options(mut self, options: Options) -> Self {
-        self.options = options;
-        self
-    }
-}
+/// What the backup and restore controllers share between passes: the cluster controller's
+/// context with their own thresholds.
+pub type Context = crate::cluster::Context<Options>;
 
 /// `--knob_…` arguments for fdbbackup/fdbrestore from `customParameters` (upstream drops
 /// `locality_*` parameters, which only agents understand).

@@ -213,21 +213,23 @@ impl DatabaseClients for FakeClients {
     }
 }
 
-/// What the controller shares between passes (nothing about any one cluster).
-pub struct Context {
+/// What a controller shares between passes (nothing about any one object); `O` are its
+/// thresholds (the cluster controller's by default; the backup and restore controllers use
+/// theirs).
+pub struct Context<O = Options> {
     /// The Kubernetes client.
     pub client: kube::Client,
     /// The database clients.
     pub clients: Arc<dyn DatabaseClients>,
     /// Thresholds.
-    pub options: Options,
+    pub options: O,
     /// Per-object error back-off.
     pub backoff: Backoff,
     /// Publishes Events as `fdb-kubernetes-operator`.
     pub recorder: kit::events::Recorder,
 }
 
-impl Context {
+impl<O: Default> Context<O> {
     /// A context with upstream's thresholds.
     pub fn new(client: kube::Client, clients: Arc<dyn DatabaseClients>) -> Self {
         let reporter = kube::runtime::events::Reporter {
@@ -238,14 +240,14 @@ impl Context {
             recorder: kit::events::Recorder::new(client.clone(), reporter),
             client,
             clients,
-            options: Options::default(),
+            options: O::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
         }
     }
 
     /// The same context with other thresholds (the operator's flags, or a test's).
     #[must_use]
-    pub fn with_options(mut self, options: Options) -> Self {
+    pub fn with_options(mut self, options: O) -> Self {
         self.options = options;
         self
     }
