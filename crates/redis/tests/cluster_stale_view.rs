@@ -4,6 +4,7 @@
 //! stored resourceVersion forward across its own writes. Driven deterministically: the
 //! operator's writer, as the operator's ServiceAccount under deploy/redis/rbac, with a newer
 //! status stored and a copy of the cluster from before it — no operator running, no timing.
+//! The RedisBackup controller's status writer is held to the same rule.
 
 mod operator;
 
@@ -223,4 +224,59 @@ async fn a_pass_carries_the_stored_resource_version_forward_across_its_own_write
     let st = stored.status.expect("status");
     assert_eq!(st.current_primary, "demo-1");
     assert_eq!(st.target_primary_timestamp, at(1_010));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_status_decided_on_an_older_copy_is_not_written() {
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use redis::backup::status::{self, StatusError};
+    use redis::crd::{BackupPhase, RedisBackup};
+
+    let env = Env::new("rb-stale").await;
+    let ctx = context(&env).await;
+    let admin = Api::<RedisBackup>::namespaced(env.admin.clone(), &env.ns.name);
+    let b: RedisBackup = serde_json::from_value(json!({
+        "apiVersion": "redis.io/v1", "kind": "RedisBackup",
+        "metadata": {"name": "b1"},
+        "spec": {"clusterName": "old", "destination": {"s3": {"bucket": "backups"}}},
+    }))
+    .expect("backup");
+    // The controller's copy, read before anyone wrote a status.
+    let stale = admin.create(&PostParams::default(), &b).await.expect("b1");
+    // Someone else records the backup as completed.
+    admin
+        .patch_status(
+            "b1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"phase": "Completed", "backupPath": "s3://backups/b1.rdb"}}),
+            ),
+        )
+        .await
+        .expect("completed");
+
+    // The controller, on its old copy, fails the backup (its cluster is missing): refused.
+    let api = Api::<RedisBackup>::namespaced(ctx.client.clone(), &env.ns.name);
+    let failed = status::failed(
+        &stale.status.clone().unwrap_or_default(),
+        "the RedisCluster does not exist",
+        jiff::Timestamp::now(),
+    );
+    let err = status::write(&api, &stale, &failed)
+        .await
+        .expect_err("a transition decided on an older copy");
+    assert!(matches!(err, StatusError::Stale { .. }), "{err}");
+    let stored = admin.get("b1").await.expect("b1");
+    let st = stored.status.clone().expect("status");
+    assert_eq!(st.phase, Some(BackupPhase::Completed), "{st:#?}");
+    assert_eq!(st.error, "");
+
+    // On the current copy the same write goes through.
+    assert!(
+        status::write(&api, &stored, &failed)
+            .await
+            .expect("current copy")
+    );
+    let st = admin.get("b1").await.expect("b1").status.expect("status");
+    assert_eq!(st.phase, Some(BackupPhase::Failed));
 }

@@ -16,6 +16,11 @@
 //!   `LastBackupSucceeded` ([`summary::cluster_status`], written by [`apply::cluster_status`])
 //!   and the metrics ([`metrics`]), from every backup of the cluster in the cache.
 //!
+//! Every status write is conditional on the pass's `resourceVersion` ([`status::write`]): a
+//! backup changed since it was read (another writer, or the cache behind this controller's
+//! own last write) ends the pass with nothing written, and the next one follows after
+//! [`REREAD`] (no Warning, no back-off), so no transition is decided on an older view.
+//!
 //! Events: `BackupPending` (when the reason changes), `BackupStarted`, `BackupRestarted`,
 //! `BackupCompleted`, `BackupFailed` (Warning).
 //!
@@ -134,7 +139,8 @@ impl ReconcileError for BackupError {
     fn category(&self) -> &'static str {
         match self {
             BackupError::Observe(e) => e.category(),
-            BackupError::Status(_) => "write_status",
+            BackupError::Status(status::StatusError::Stale { .. }) => STALE_VIEW,
+            BackupError::Status(status::StatusError::Api { .. }) => "write_status",
             BackupError::ClusterStatus(_) => "write_cluster_status",
         }
     }
@@ -192,10 +198,23 @@ pub async fn reconcile(b: Arc<RedisBackup>, ctx: Arc<Ctx>) -> Result<Action, Bac
         credentials: obs.credentials.clone(),
         timeout: ctx.shared.timeout,
     });
-    let (outcome, b) = run_step(&ctx, &b, &obs, step, now).await?;
+    let (outcome, b) = match run_step(&ctx, &b, &obs, step, now).await {
+        Err(e) if e.category() == STALE_VIEW => {
+            tracing::info!(error = %e, "stale view of the backup; reading it again");
+            return Ok(Action::requeue(REREAD));
+        }
+        other => other?,
+    };
     sync_cluster(&ctx, &b, &obs, now).await?;
     Ok(ctx.shared.backoff.succeeded(&b, outcome))
 }
+
+/// The category of a pass whose status write found the backup changed since it was read:
+/// not a failure (no Warning, no back-off); the next pass follows after [`REREAD`].
+pub const STALE_VIEW: &str = "stale_view";
+
+/// How soon a pass that ended on a stale view is followed by the next.
+pub const REREAD: Duration = Duration::from_millis(500);
 
 async fn run_step(
     ctx: &Ctx,

@@ -16,13 +16,27 @@ use crate::names;
 
 /// A failed status write.
 #[derive(Debug, thiserror::Error)]
-#[error("writing the status of RedisBackup {name}: {source}")]
-pub struct StatusError {
-    /// The backup.
-    pub name: String,
-    /// The API error.
-    #[source]
-    pub source: kube::Error,
+pub enum StatusError {
+    /// The RedisBackup changed since the pass read it (409 Conflict on the write conditional
+    /// on the pass's `resourceVersion`): nothing was written; the next pass reads it again.
+    #[error(
+        "RedisBackup {name} changed since this pass read it (resourceVersion {read}); the next pass reads it again"
+    )]
+    Stale {
+        /// The backup.
+        name: String,
+        /// The resourceVersion the pass had.
+        read: String,
+    },
+    /// Any other API error.
+    #[error("writing the status of RedisBackup {name}: {source}")]
+    Api {
+        /// The backup.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// Waiting for an instance.
@@ -72,18 +86,30 @@ pub fn failed(s: &RedisBackupStatus, error: &str, now: Timestamp) -> RedisBackup
     }
 }
 
-/// Writes `desired` when it differs from `b`'s status; returns whether it wrote.
+/// Writes `desired` when it differs from `b`'s status, only if the stored object's
+/// `resourceVersion` is still `b`'s; returns whether it wrote.
+///
+/// Conditional because every transition is decided on the pass's copy: an unconditional
+/// write would replace a status that changed since (another writer's phase, or this
+/// controller's own earlier write that the cache had not caught up with) with one decided on
+/// an older view ([`StatusError::Stale`] instead).
 pub async fn write(
     api: &Api<RedisBackup>,
     b: &RedisBackup,
     desired: &RedisBackupStatus,
 ) -> Result<bool, StatusError> {
-    kit::status::patch_status_if_changed(api, b, desired, names::FIELD_MANAGER)
-        .await
-        .map_err(|source| StatusError {
-            name: b.metadata.name.clone().unwrap_or_default(),
+    let name = || b.metadata.name.clone().unwrap_or_default();
+    match kit::status::patch_status_if_changed_at(api, b, desired, names::FIELD_MANAGER).await {
+        Ok(written) => Ok(written.is_some()),
+        Err(e) if kit::status::is_conflict(&e) => Err(StatusError::Stale {
+            name: name(),
+            read: b.metadata.resource_version.clone().unwrap_or_default(),
+        }),
+        Err(source) => Err(StatusError::Api {
+            name: name(),
             source,
-        })
+        }),
+    }
 }
 
 #[cfg(test)]
