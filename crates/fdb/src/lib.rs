@@ -5,6 +5,7 @@ pub mod admin;
 pub mod backup;
 pub mod cluster;
 pub mod crd;
+pub mod plugin;
 pub mod restore;
 pub mod run;
 pub mod sim;

@@ -12,6 +12,8 @@
 //!   An excluded storage or log process keeps its data role for [`FakeDatabase::set_drain_reads`]
 //!   status reads after its exclusion, so exclusions are "in progress" for a while; a
 //!   blocking `exclude` (no `no_wait`) fails with a timeout while any target still holds a role.
+//!   The role's `stored_bytes` is [`STORED_BYTES`], or while draining [`DRAIN_BYTES_PER_READ`]
+//!   per read left.
 //! - Coordinators are the connection string's addresses; a process at such an address that is
 //!   not excluded holds the `coordinator` role; `coordinators …` writes a new connection
 //!   string with a new generation ID.
@@ -336,11 +338,16 @@ impl FakeDatabase {
                 roles.push(role("coordinator"));
             }
             if st.holds_data(p) {
-                roles.push(role(if p.class.is_log_process() {
+                let mut r = role(if p.class.is_log_process() {
                     "log"
                 } else {
                     "storage"
-                }));
+                });
+                // A draining process reports what is left: one MiB per status read.
+                r.stored_bytes = st
+                    .excluded(p)
+                    .map_or(STORED_BYTES, |left| i64::from(*left) * DRAIN_BYTES_PER_READ);
+                roles.push(r);
             }
             let locality = BTreeMap::from([
                 ("instance_id".to_owned(), p.instance_id.clone()),
@@ -437,6 +444,12 @@ impl FakeDatabase {
         Ok(st)
     }
 }
+
+/// `stored_bytes` of a data role of a process that is not excluded.
+pub const STORED_BYTES: i64 = 64 << 20;
+
+/// `stored_bytes` of an excluded process's data role per status read it has left to drain.
+pub const DRAIN_BYTES_PER_READ: i64 = 1 << 20;
 
 fn role(name: &str) -> ProcessRoleInfo {
     ProcessRoleInfo {

@@ -1,0 +1,927 @@
+//! `kubectl-fdb`, the kubectl plugin for FoundationDBClusters, with upstream's command names,
+//! flags and output.
+//!
+//! Contract: [`main_with`] parses the arguments (without the program name), connects like
+//! kubectl (`--kubeconfig`, `--context`, `-n`; [`kit::plugin::kubeconfig`]) and runs one
+//! command; `✔` lines and command output go to `out`, `⚠`/`✖` lines and notes to `err`
+//! (as upstream), a confirmation (`-w/--wait`, default on) is read from `input`. A failure is
+//! a [`PluginError`] whose message names the object involved (the binary prints `error: …`
+//! and exits 1). Every mutating command only edits the cluster's spec or deletes pods; the
+//! operator does the work. Commands:
+//! - `analyze CLUSTER… | --all-clusters`: [`decide::analyze`]; with `--auto-fix`, the groups
+//!   it names are added to `processGroupsToRemove` and long-failed pods deleted.
+//! - `get configuration CLUSTER…`: the `configure` arguments ([`decide::configuration`]).
+//! - `get exclusion-status CLUSTER`: the ongoing exclusions every `--interval` until none is
+//!   left ([`decide::exclusions`]), from `status json`.
+//! - `remove process-groups -c CLUSTER [IDS…]`: adds the selected groups
+//!   ([`decide::select`]) to the removal list ([`decide::removal_list`]), guarded by the
+//!   cluster's `resourceVersion`.
+//! - `cordon -c CLUSTER NODE… | --node-selector`: the same for every group with a pod on
+//!   those nodes.
+//! - `restart -c CLUSTER [PODS…]`: restarts the selected groups' fdbserver processes.
+//! - `version [--client-only]`: the plugin's and the operator Deployment's versions.
+//!
+//! `status json` and restarts go through `kubectl exec` into one of the cluster's running
+//! pods, as upstream does, unless `--fdb-binary-dir` (or `$FDB_BINARY_DIR`) names local
+//! FoundationDB binaries: then the plugin runs them itself against the cluster's connection
+//! string through the operator's own admin client (restarts are then `fdbcli kill`).
+
+pub mod decide;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kit::plugin::kubeconfig::{GlobalFlags, KubeconfigError, Session};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::admin::FdbStatus;
+use crate::admin::cli::BinaryConfig;
+use crate::cluster::{CliClients, DatabaseClients};
+use crate::crd::{FoundationDBCluster, ProcessAddress, ProcessGroupId};
+use decide::{AnalyzeOptions, Mark, Selection};
+
+/// A failed plugin command.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The named object does not exist.
+    #[error("{kind} {name:?} not found in namespace {namespace:?}")]
+    NotFound {
+        /// Lower-case kind.
+        kind: &'static str,
+        /// Object name.
+        name: String,
+        /// Namespace searched.
+        namespace: String,
+    },
+    /// An API request failed for another reason.
+    #[error("{action}: {source}")]
+    Api {
+        /// What was being done, naming the object.
+        action: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The kubeconfig could not be used.
+    #[error(transparent)]
+    Kubeconfig(#[from] KubeconfigError),
+    /// The request cannot be carried out as asked, or it found issues.
+    #[error("{0}")]
+    Refused(String),
+    /// A local failure (output, input, running kubectl or fdbcli).
+    #[error("{action}: {source}")]
+    Io {
+        /// What was being done.
+        action: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl PluginError {
+    fn kube(kind: &'static str, name: &str, ns: &str, action: &str, e: kube::Error) -> Self {
+        match &e {
+            kube::Error::Api(s) if s.is_not_found() => PluginError::NotFound {
+                kind,
+                name: name.to_owned(),
+                namespace: ns.to_owned(),
+            },
+            kube::Error::Api(s) if s.code == 409 => PluginError::Refused(format!(
+                "{kind} {name:?} changed while this command ran; run it again"
+            )),
+            _ => PluginError::Api {
+                action: format!("{action} {kind} {name:?} in namespace {ns:?}"),
+                source: e,
+            },
+        }
+    }
+
+    fn io(action: &str, e: std::io::Error) -> Self {
+        PluginError::Io {
+            action: action.to_owned(),
+            source: e,
+        }
+    }
+}
+
+/// The command line of `kubectl fdb`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl-fdb",
+    bin_name = "kubectl fdb",
+    version,
+    about = "kubectl plugin for the FoundationDB operator"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    global: GlobalFlags,
+    /// Name of the Deployment for the operator.
+    #[arg(
+        short = 'o',
+        long,
+        global = true,
+        default_value = "fdb-kubernetes-operator-controller-manager"
+    )]
+    operator_name: String,
+    /// Accepted for compatibility; this plugin never asks the network for a newer release.
+    #[arg(long, global = true, default_value_t = true, action = clap::ArgAction::Set)]
+    version_check: bool,
+    /// Ask for confirmation before any change.
+    #[arg(short = 'w', long, global = true, default_value_t = true, action = clap::ArgAction::Set)]
+    wait: bool,
+    /// Seconds to sleep between sequential operations.
+    #[arg(short = 'z', long, global = true, default_value_t = 0)]
+    sleep: u16,
+    /// Run FoundationDB's binaries from this directory (`<dir>/<major.minor>/fdbcli`) against
+    /// the cluster's connection string instead of `kubectl exec` into one of its pods.
+    #[arg(long, global = true, env = "FDB_BINARY_DIR", value_name = "DIR")]
+    fdb_binary_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Analyze if the given clusters have any issues.
+    Analyze(AnalyzeArgs),
+    /// Get information about a cluster.
+    Get {
+        #[command(subcommand)]
+        what: GetCommand,
+    },
+    /// Remove process groups from a cluster.
+    Remove {
+        #[command(subcommand)]
+        what: RemoveCommand,
+    },
+    /// Adds all process groups that run on the given nodes to the remove list of the cluster.
+    Cordon(CordonArgs),
+    /// Restarts process(es) in a given FDB cluster.
+    Restart(RestartArgs),
+    /// The version of kubectl-fdb and of the running operator.
+    Version {
+        /// Print the plugin's version only.
+        #[arg(long)]
+        client_only: bool,
+        /// The container name in the operator's Deployment.
+        #[arg(long, default_value = "manager")]
+        container_name: String,
+    },
+}
+
+#[derive(Args, Debug)]
+struct AnalyzeArgs {
+    /// The clusters.
+    clusters: Vec<String>,
+    /// Try to fix the issues found (replace process groups, delete pods).
+    #[arg(long)]
+    auto_fix: bool,
+    /// Analyze every cluster in the namespace.
+    #[arg(long)]
+    all_clusters: bool,
+    /// Accepted for compatibility; colours are never used.
+    #[arg(long)]
+    no_color: bool,
+    /// A process-group condition not to report (repeatable).
+    #[arg(long = "ignore-condition")]
+    ignore_condition: Vec<String>,
+    /// Count the process groups marked for removal instead of listing them.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    ignore_removals: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum GetCommand {
+    /// The configuration string based on the database configuration of the cluster spec.
+    Configuration {
+        /// The clusters.
+        clusters: Vec<String>,
+        /// Swap the priorities of the two main data centers (an HA fail-over).
+        #[arg(long)]
+        fail_over: bool,
+    },
+    /// The exclusion status of every excluded process.
+    ExclusionStatus {
+        /// The cluster.
+        cluster: String,
+        /// Also print processes that are fully excluded.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        ignore_fully_excluded: bool,
+        /// How often to read the status again (`30s`, `1m`).
+        #[arg(long, default_value = "1m", value_parser = parse_duration)]
+        interval: Duration,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum RemoveCommand {
+    /// Adds process groups to the remove list of the given cluster.
+    #[command(alias = "process-group")]
+    ProcessGroups(RemoveArgs),
+}
+
+#[derive(Args, Debug)]
+struct SelectionArgs {
+    /// The cluster.
+    #[arg(short = 'c', long = "fdb-cluster")]
+    cluster: String,
+    /// Every process group of this class (the IDs are ignored).
+    #[arg(long)]
+    process_class: Option<String>,
+    /// Process groups are given by ID instead of pod name.
+    #[arg(long)]
+    use_process_group_id: bool,
+    /// Every process group with this condition (repeatable).
+    #[arg(long = "process-condition")]
+    process_condition: Vec<String>,
+    /// Every process group whose pod has these labels (`k=v,k2=v2`; the IDs are ignored).
+    #[arg(long, value_parser = parse_labels, default_value = "")]
+    match_labels: BTreeMap<String, String>,
+}
+
+impl SelectionArgs {
+    fn selection(&self, ids: Vec<String>) -> Result<Selection, PluginError> {
+        decide::check_conditions(&self.process_condition).map_err(PluginError::Refused)?;
+        Ok(Selection {
+            ids,
+            use_process_group_id: self.use_process_group_id,
+            process_class: self.process_class.clone(),
+            conditions: self.process_condition.clone(),
+            match_labels: self.match_labels.clone(),
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+struct RemoveArgs {
+    #[command(flatten)]
+    select: SelectionArgs,
+    /// Pod names (process-group IDs with --use-process-group-id).
+    ids: Vec<String>,
+    /// Exclude the processes before removing them.
+    #[arg(short = 'e', long, default_value_t = true, action = clap::ArgAction::Set)]
+    exclusion: bool,
+    /// Also remove every process group that needs a replacement.
+    #[arg(long)]
+    remove_all_failed: bool,
+}
+
+#[derive(Args, Debug)]
+struct CordonArgs {
+    /// The cluster.
+    #[arg(short = 'c', long = "fdb-cluster")]
+    cluster: String,
+    /// The nodes.
+    nodes: Vec<String>,
+    /// Select the nodes by labels (`k=v,k2=v2`) instead of naming them.
+    #[arg(long, value_parser = parse_labels, default_value = "")]
+    node_selector: BTreeMap<String, String>,
+    /// Exclude the processes before removing them.
+    #[arg(short = 'e', long, default_value_t = true, action = clap::ArgAction::Set)]
+    exclusion: bool,
+}
+
+#[derive(Args, Debug)]
+struct RestartArgs {
+    #[command(flatten)]
+    select: SelectionArgs,
+    /// Pod names (process-group IDs with --use-process-group-id).
+    ids: Vec<String>,
+    /// Restart every process of the cluster.
+    #[arg(long)]
+    all_processes: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (n, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((s, "s"), |i| s.split_at(i));
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?}: use a number with s, m or h"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?}: use a number with s, m or h")),
+    };
+    Ok(Duration::from_secs(secs.max(1)))
+}
+
+fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
+    s.split(',')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| format!("{kv:?}: use key=value"))
+        })
+        .collect()
+}
+
+/// Where the plugin writes and reads.
+pub struct Io<'a> {
+    /// Command output and `✔` lines.
+    pub out: &'a mut dyn Write,
+    /// `⚠`/`✖` lines and notes.
+    pub err: &'a mut dyn Write,
+    /// Answers to confirmations.
+    pub input: &'a mut dyn BufRead,
+}
+
+impl Io<'_> {
+    fn out(&mut self, text: &str) -> Result<(), PluginError> {
+        self.out
+            .write_all(text.as_bytes())
+            .map_err(|e| PluginError::io("write output", e))
+    }
+
+    fn err(&mut self, text: &str) -> Result<(), PluginError> {
+        self.err
+            .write_all(text.as_bytes())
+            .map_err(|e| PluginError::io("write output", e))
+    }
+
+    fn mark(&mut self, mark: Mark, text: &str) -> Result<(), PluginError> {
+        let line = mark.render(text);
+        match mark {
+            Mark::Good => self.out(&line),
+            Mark::Warn | Mark::Error => self.err(&line),
+        }
+    }
+
+    // Asks `question [y/n]: ` until the answer is yes or no; end of input is no.
+    fn confirm(&mut self, question: &str) -> Result<bool, PluginError> {
+        loop {
+            self.out(&format!("{question} [y/n]: "))?;
+            self.out
+                .flush()
+                .map_err(|e| PluginError::io("write output", e))?;
+            let mut answer = String::new();
+            let n = self
+                .input
+                .read_line(&mut answer)
+                .map_err(|e| PluginError::io("read the answer", e))?;
+            match answer.trim().to_lowercase().as_str() {
+                "y" | "yes" => return Ok(true),
+                "n" | "no" => return Ok(false),
+                _ if n == 0 => return Ok(false),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Runs `kubectl fdb ARGS…` (`args` without the program name).
+pub async fn main_with(
+    args: impl IntoIterator<Item = String>,
+    io: &mut Io<'_>,
+) -> anyhow::Result<()> {
+    let argv = std::iter::once("kubectl-fdb".to_string()).chain(args);
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            io.out(&e.render().to_string())?;
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Command::Version {
+        client_only: true, ..
+    } = &cli.command
+    {
+        io.out(&format!("kubectl-fdb: {}\n", env!("CARGO_PKG_VERSION")))?;
+        return Ok(());
+    }
+    let s = cli.global.connect().await.map_err(PluginError::from)?;
+    run(&cli, &s, io).await?;
+    Ok(())
+}
+
+struct Run<'a> {
+    cli: &'a Cli,
+    s: &'a Session,
+}
+
+async fn run(cli: &Cli, s: &Session, io: &mut Io<'_>) -> Result<(), PluginError> {
+    let r = Run { cli, s };
+    match &cli.command {
+        Command::Analyze(a) => r.analyze(a, io).await,
+        Command::Get {
+            what:
+                GetCommand::Configuration {
+                    clusters,
+                    fail_over,
+                },
+        } => {
+            for name in clusters {
+                let c = r.cluster(name).await?;
+                let line = decide::configuration(&c, *fail_over).map_err(PluginError::Refused)?;
+                io.out(&format!("{line}\n"))?;
+            }
+            Ok(())
+        }
+        Command::Get {
+            what:
+                GetCommand::ExclusionStatus {
+                    cluster,
+                    ignore_fully_excluded,
+                    interval,
+                },
+        } => {
+            r.exclusion_status(cluster, *ignore_fully_excluded, *interval, io)
+                .await
+        }
+        Command::Remove {
+            what: RemoveCommand::ProcessGroups(a),
+        } => r.remove(a, io).await,
+        Command::Cordon(a) => r.cordon(a, io).await,
+        Command::Restart(a) => r.restart(a, io).await,
+        Command::Version { container_name, .. } => {
+            let api = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
+            let name = &cli.operator_name;
+            let d = api
+                .get(name)
+                .await
+                .map_err(|e| PluginError::kube("deployment", name, &s.namespace, "get", e))?;
+            let v = decide::operator_version(&d, container_name).map_err(PluginError::Refused)?;
+            io.out(&format!("foundationdb-operator: {v}\n"))?;
+            io.out(&format!("kubectl-fdb: {}\n", env!("CARGO_PKG_VERSION")))
+        }
+    }
+}
+
+impl Run<'_> {
+    fn ns(&self) -> &str {
+        &self.s.namespace
+    }
+
+    fn clusters_api(&self) -> Api<FoundationDBCluster> {
+        Api::namespaced(self.s.client.clone(), self.ns())
+    }
+
+    async fn cluster(&self, name: &str) -> Result<FoundationDBCluster, PluginError> {
+        self.clusters_api()
+            .get(name)
+            .await
+            .map_err(|e| PluginError::kube("foundationdbcluster", name, self.ns(), "get", e))
+    }
+
+    // The cluster's pods (by its match labels), optionally on one node.
+    async fn pods(
+        &self,
+        c: &FoundationDBCluster,
+        node: Option<&str>,
+    ) -> Result<Vec<Pod>, PluginError> {
+        let selector = c
+            .match_labels()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut lp = ListParams::default().labels(&selector);
+        if let Some(n) = node {
+            lp = lp.fields(&format!("spec.nodeName={n}"));
+        }
+        Ok(Api::<Pod>::namespaced(self.s.client.clone(), self.ns())
+            .list(&lp)
+            .await
+            .map_err(|e| PluginError::Api {
+                action: format!("list the pods of cluster {:?}", c.name_any()),
+                source: e,
+            })?
+            .items)
+    }
+
+    async fn analyze(&self, a: &AnalyzeArgs, io: &mut Io<'_>) -> Result<(), PluginError> {
+        decide::check_conditions(&a.ignore_condition).map_err(PluginError::Refused)?;
+        let names = if a.all_clusters {
+            self.clusters_api()
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| PluginError::Api {
+                    action: format!("list foundationdbclusters in namespace {:?}", self.ns()),
+                    source: e,
+                })?
+                .items
+                .iter()
+                .map(ResourceExt::name_any)
+                .collect()
+        } else if a.clusters.is_empty() {
+            return Err(PluginError::Refused(
+                "name the clusters to analyze, or pass --all-clusters".into(),
+            ));
+        } else {
+            a.clusters.clone()
+        };
+        let opts = AnalyzeOptions {
+            auto_fix: a.auto_fix,
+            ignore_conditions: a.ignore_condition.clone(),
+            ignore_removals: a.ignore_removals,
+        };
+        let mut errors = Vec::new();
+        for name in &names {
+            let c = match self.cluster(name).await {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(format!(
+                        "could not fetch cluster information for: {}/{name}, error: {e}",
+                        self.ns()
+                    ));
+                    continue;
+                }
+            };
+            io.out(&format!("Checking cluster: {}/{name}\n", self.ns()))?;
+            let pods = self.pods(&c, None).await?;
+            let found = decide::analyze(&c, &pods, &opts, jiff::Timestamp::now());
+            for (mark, line) in &found.lines {
+                io.mark(*mark, line)?;
+            }
+            if a.auto_fix {
+                if !found.replace.is_empty() {
+                    self.add_to_removals(&c, &found.replace, true, io).await?;
+                }
+                self.delete_pods(&c, &found.delete_pods, io).await?;
+            } else if found.found_issues {
+                errors.push(format!(
+                    "found issues for cluster {name}. Please check them"
+                ));
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(PluginError::Refused(errors.join("\n")))
+        }
+    }
+
+    async fn delete_pods(
+        &self,
+        c: &FoundationDBCluster,
+        pods: &[String],
+        io: &mut Io<'_>,
+    ) -> Result<(), PluginError> {
+        if pods.is_empty() {
+            return Ok(());
+        }
+        let question = format!(
+            "Delete Pods {} in cluster {}/{}",
+            pods.join(","),
+            self.ns(),
+            c.name_any()
+        );
+        if self.cli.wait && !io.confirm(&question)? {
+            return Ok(());
+        }
+        let api = Api::<Pod>::namespaced(self.s.client.clone(), self.ns());
+        for pod in pods {
+            io.out(&format!("Delete Pod: {}/{pod}\n", self.ns()))?;
+            api.delete(pod, &DeleteParams::default())
+                .await
+                .map_err(|e| PluginError::kube("pod", pod, self.ns(), "delete", e))?;
+        }
+        Ok(())
+    }
+
+    // Adds `ids` to the cluster's removal list (after confirmation), guarded by the
+    // resourceVersion it was read at; returns how many were new.
+    async fn add_to_removals(
+        &self,
+        c: &FoundationDBCluster,
+        ids: &[ProcessGroupId],
+        exclusion: bool,
+        io: &mut Io<'_>,
+    ) -> Result<usize, PluginError> {
+        let name = c.name_any();
+        let shown: Vec<&str> = ids.iter().map(|i| i.0.as_str()).collect();
+        let question = format!(
+            "Remove [{}] from cluster {}/{name} with exclude: {exclusion}",
+            shown.join(" "),
+            self.ns()
+        );
+        if self.cli.wait && !io.confirm(&question)? {
+            return Err(PluginError::Refused("user aborted the removal".into()));
+        }
+        let Some(list) = decide::removal_list(c, ids, exclusion) else {
+            io.err(&format!(
+                "every process group is already on the removal list of cluster {name}\n"
+            ))?;
+            return Ok(0);
+        };
+        let field = if exclusion {
+            "processGroupsToRemove"
+        } else {
+            "processGroupsToRemoveWithoutExclusion"
+        };
+        let before = if exclusion {
+            c.spec.process_groups_to_remove.len()
+        } else {
+            c.spec.process_groups_to_remove_without_exclusion.len()
+        };
+        let added = list.len() - before;
+        let patch = json!({
+            "metadata": {"resourceVersion": c.resource_version()},
+            "spec": {field: list},
+        });
+        self.clusters_api()
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| PluginError::kube("foundationdbcluster", &name, self.ns(), "patch", e))?;
+        Ok(added)
+    }
+
+    async fn remove(&self, a: &RemoveArgs, io: &mut Io<'_>) -> Result<(), PluginError> {
+        let sel = a.select.selection(a.ids.clone())?;
+        if sel.is_empty() && !a.remove_all_failed {
+            return Err(PluginError::Refused(
+                "name the process groups to remove, or pass a selection flag".into(),
+            ));
+        }
+        let c = self.cluster(&a.select.cluster).await?;
+        let pods = self.pods(&c, None).await?;
+        let mut ids = decide::select(&c, &pods, &sel).map_err(PluginError::Refused)?;
+        if a.remove_all_failed {
+            for id in decide::failed(&c, jiff::Timestamp::now()) {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        if ids.is_empty() {
+            io.err("no process group matches the selection\n")?;
+            return Ok(());
+        }
+        let n = self.add_to_removals(&c, &ids, a.exclusion, io).await?;
+        io.out(&format!(
+            "foundationdbcluster/{}: {n} process groups added to the removal list\n",
+            c.name_any()
+        ))
+    }
+
+    async fn cordon(&self, a: &CordonArgs, io: &mut Io<'_>) -> Result<(), PluginError> {
+        if !a.node_selector.is_empty() && !a.nodes.is_empty() {
+            return Err(PluginError::Refused(
+                "it's not allowed to use the node-selector and pass nodes".into(),
+            ));
+        }
+        let nodes = if a.node_selector.is_empty() {
+            a.nodes.clone()
+        } else {
+            let selector = a
+                .node_selector
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            Api::<Node>::all(self.s.client.clone())
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|e| PluginError::Api {
+                    action: format!("list the nodes matching {selector}"),
+                    source: e,
+                })?
+                .items
+                .iter()
+                .map(ResourceExt::name_any)
+                .collect()
+        };
+        io.out(&format!("Starting to cordon {} nodes\n", nodes.len()))?;
+        if nodes.is_empty() {
+            return Err(PluginError::Refused(
+                "no nodes were provided for cordoning".into(),
+            ));
+        }
+        let mut total = 0;
+        let mut summary = Vec::new();
+        let mut errors = Vec::new();
+        for node in &nodes {
+            // Read again per node: the previous node's patch changed the resourceVersion.
+            let c = self.cluster(&a.cluster).await?;
+            let pods = self.pods(&c, Some(node)).await?;
+            if pods.is_empty() {
+                io.err(&format!("Cordoning node: {node} has no running pods\n"))?;
+                summary.push((node, 0));
+                continue;
+            }
+            io.out(&format!("Cordoning node: {node}\n"))?;
+            let sel = Selection {
+                ids: pods.iter().map(ResourceExt::name_any).collect(),
+                ..Selection::default()
+            };
+            let result = match decide::select(&c, &pods, &sel) {
+                Ok(ids) => self.add_to_removals(&c, &ids, a.exclusion, io).await,
+                Err(e) => Err(PluginError::Refused(e)),
+            };
+            match result {
+                Ok(n) => {
+                    total += n;
+                    summary.push((node, n));
+                }
+                Err(e) => {
+                    errors.push(format!("unable to cordon all Pods on node {node}: {e}"));
+                    summary.push((node, 0));
+                }
+            }
+        }
+        io.out("Completed removal cordoning, printing summary:\n")?;
+        for (node, n) in &summary {
+            io.out(&format!("Removed: {n} pods from node: {node}\n"))?;
+        }
+        io.out(&format!(
+            "Removed: {total} pods from {} nodes\n",
+            nodes.len()
+        ))?;
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(PluginError::Refused(errors.join("\n")))
+        }
+    }
+
+    async fn restart(&self, a: &RestartArgs, io: &mut Io<'_>) -> Result<(), PluginError> {
+        let sel = a.select.selection(a.ids.clone())?;
+        if sel.is_empty() && !a.all_processes {
+            return Err(PluginError::Refused(
+                "name the pods to restart, pass a selection flag or --all-processes".into(),
+            ));
+        }
+        let c = self.cluster(&a.select.cluster).await?;
+        let pods = self.pods(&c, None).await?;
+        let ids = if a.all_processes {
+            let label = c.process_group_id_label();
+            pods.iter()
+                .filter_map(|p| p.labels().get(&label).cloned().map(ProcessGroupId))
+                .collect()
+        } else {
+            decide::select(&c, &pods, &sel).map_err(PluginError::Refused)?
+        };
+        let label = c.process_group_id_label();
+        let chosen: Vec<String> = pods
+            .iter()
+            .filter(|p| {
+                p.labels()
+                    .get(&label)
+                    .is_some_and(|id| ids.iter().any(|i| &i.0 == id))
+            })
+            .map(ResourceExt::name_any)
+            .collect();
+        if chosen.is_empty() {
+            io.err("no pod matches the selection\n")?;
+            return Ok(());
+        }
+        let question = format!(
+            "Restart [{}] in cluster {}/{}",
+            chosen.join(" "),
+            self.ns(),
+            c.name_any()
+        );
+        if self.cli.wait && !io.confirm(&question)? {
+            return Err(PluginError::Refused("user aborted the restart".into()));
+        }
+        match &self.cli.fdb_binary_dir {
+            Some(dir) => {
+                let status = self.status_local(&c, dir).await?;
+                let addresses = decide::addresses_of(&status, &ids);
+                let parsed: Vec<ProcessAddress> = addresses
+                    .iter()
+                    .filter_map(|a| ProcessAddress::parse(a).ok())
+                    .collect();
+                if parsed.is_empty() {
+                    return Err(PluginError::Refused(format!(
+                        "the database reports no process of {}",
+                        chosen.join(", ")
+                    )));
+                }
+                io.out(&format!("Restart processes: {}\n", addresses.join(" ")))?;
+                self.admin(&c, dir)
+                    .kill(&parsed)
+                    .await
+                    .map_err(|e| PluginError::Refused(format!("fdbcli kill: {e}")))
+            }
+            None => {
+                for pod in &chosen {
+                    io.out(&format!("Restart process: {pod}\n"))?;
+                    self.kubectl(&decide::restart_argv(self.ns(), pod))?;
+                    tokio::time::sleep(Duration::from_secs(u64::from(self.cli.sleep))).await;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn admin(
+        &self,
+        c: &FoundationDBCluster,
+        dir: &std::path::Path,
+    ) -> std::sync::Arc<dyn crate::admin::AdminClient> {
+        let mut config = BinaryConfig::from_env();
+        config.binary_dir = dir.to_path_buf();
+        CliClients::new(config).admin(c)
+    }
+
+    async fn status_local(
+        &self,
+        c: &FoundationDBCluster,
+        dir: &std::path::Path,
+    ) -> Result<FdbStatus, PluginError> {
+        self.admin(c, dir)
+            .get_status()
+            .await
+            .map_err(|e| PluginError::Refused(format!("status json of {:?}: {e}", c.name_any())))
+    }
+
+    // `status json`, locally or from inside a running pod of the cluster.
+    async fn status(&self, c: &FoundationDBCluster) -> Result<FdbStatus, PluginError> {
+        if let Some(dir) = &self.cli.fdb_binary_dir {
+            return self.status_local(c, dir).await;
+        }
+        let pods = self.pods(c, None).await?;
+        let pod = pods
+            .iter()
+            .find(|p| {
+                p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    && p.metadata.deletion_timestamp.is_none()
+            })
+            .ok_or_else(|| {
+                PluginError::Refused(format!(
+                    "cluster {:?} has no running pod to run fdbcli in",
+                    c.name_any()
+                ))
+            })?;
+        let text = self.kubectl(&decide::status_argv(self.ns(), &pod.name_any()))?;
+        crate::admin::status::parse(&text, true)
+            .map_err(|e| PluginError::Refused(format!("status json of {:?}: {e}", c.name_any())))
+    }
+
+    async fn exclusion_status(
+        &self,
+        name: &str,
+        ignore_fully_excluded: bool,
+        interval: Duration,
+        io: &mut Io<'_>,
+    ) -> Result<(), PluginError> {
+        let c = self.cluster(name).await?;
+        let mut previous: BTreeMap<String, decide::Exclusion> = BTreeMap::new();
+        loop {
+            let status = match self.status(&c).await {
+                Ok(s) => s,
+                Err(e) => {
+                    // As upstream: report and read again.
+                    io.err(&format!("{e}\n"))?;
+                    tokio::time::sleep(interval).await;
+                    continue;
+                }
+            };
+            let now = jiff::Timestamp::now().as_second();
+            let (ongoing, done) = decide::exclusions(&status, now, ignore_fully_excluded);
+            for line in &done {
+                io.out(&format!("{line}\n"))?;
+            }
+            if ongoing.is_empty() {
+                return Ok(());
+            }
+            for e in &ongoing {
+                io.out(&decide::exclusion_line(e, previous.get(&e.id)))?;
+            }
+            io.out(&format!(
+                "There are {} processes that are not fully excluded.\n{}\n",
+                ongoing.len(),
+                "=".repeat(102)
+            ))?;
+            previous = ongoing.into_iter().map(|e| (e.id.clone(), e)).collect();
+            tokio::time::sleep(interval).await;
+        }
+    }
+
+    // Runs `kubectl ARGS…` with the session's kubeconfig and context; its stdout.
+    fn kubectl(&self, args: &[String]) -> Result<String, PluginError> {
+        let mut cmd = std::process::Command::new("kubectl");
+        if let Some(k) = &self.cli.global.kubeconfig {
+            cmd.arg("--kubeconfig").arg(k);
+        }
+        if let Some(ctx) = &self.cli.global.context {
+            cmd.args(["--context", ctx]);
+        }
+        let out = cmd
+            .args(args)
+            .output()
+            .map_err(|e| PluginError::io("run kubectl", e))?;
+        if !out.status.success() {
+            return Err(PluginError::Refused(format!(
+                "kubectl {} ended with {}: {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}

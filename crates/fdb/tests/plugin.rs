@@ -1,0 +1,332 @@
+//! `kubectl-fdb` against the local control plane, run in-process through `main_with` with
+//! `--kubeconfig` (one namespace per test).
+//!
+//! Shown, without an operator (the cluster's status and pods written directly): `analyze`
+//! reports a condition and fails, reports a healthy cluster and succeeds, and refuses an
+//! unknown condition; `get configuration` prints the `configure` arguments; `remove
+//! process-groups` asks first (no leaves the spec alone), adds by pod name, and with
+//! `--remove-all-failed -e=false` to the list without exclusion; `cordon` adds the groups on a
+//! node; `version` reads the operator Deployment's tag; a missing cluster is named.
+//! With the operator on the `fdb-sim` CLI path: `restart` kills the chosen group's process
+//! through fdbcli, and `get exclusion-status` follows a removal's exclusion until it is done.
+
+mod support;
+
+use std::time::Duration;
+
+use fdb::crd::FoundationDBCluster;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use testenv::TestNamespace;
+
+/// What one run printed: (result, stdout, stderr).
+type Ran = (Result<(), String>, String, String);
+
+/// Runs `kubectl fdb -n <ns> ARGS…` with `input` as the answers to confirmations.
+async fn plugin<S: AsRef<str>>(ns: &str, input: &str, args: &[S]) -> Ran {
+    let kubeconfig = testenv::kubeconfig_path().display().to_string();
+    let mut argv: Vec<String> = vec!["--kubeconfig".into(), kubeconfig, "-n".into(), ns.into()];
+    argv.extend(args.iter().map(|s| s.as_ref().to_owned()));
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut input = input.as_bytes();
+    let mut io = fdb::plugin::Io {
+        out: &mut out,
+        err: &mut err,
+        input: &mut input,
+    };
+    let result = fdb::plugin::main_with(argv, &mut io)
+        .await
+        .map_err(|e| e.to_string());
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8 output");
+    (result, text(out), text(err))
+}
+
+fn pod(name: &str, id: &str, class: &str, node: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {
+            "foundationdb.org/fdb-cluster-name": "c1",
+            "foundationdb.org/fdb-process-group-id": id,
+            "foundationdb.org/fdb-process-class": class}},
+        "spec": {"nodeName": node, "containers": [
+            {"name": "foundationdb", "image": "foundationdb/foundationdb:7.1.57"}]},
+    }))
+    .expect("pod")
+}
+
+fn removals(c: &FoundationDBCluster) -> (Vec<String>, Vec<String>) {
+    let ids = |v: &[fdb::crd::ProcessGroupId]| v.iter().map(|i| i.0.clone()).collect();
+    (
+        ids(&c.spec.process_groups_to_remove),
+        ids(&c.spec.process_groups_to_remove_without_exclusion),
+    )
+}
+
+#[tokio::test]
+async fn analyze_configuration_removals_cordon_and_version() {
+    let client = testenv::client().await;
+    for crd in fdb::crd::crds() {
+        testenv::install_crd(&client, crd).await.expect("CRD");
+    }
+    let ns = TestNamespace::new(&client, "fdb-plugin").await;
+    let n = ns.name.as_str();
+    let clusters: Api<FoundationDBCluster> = Api::namespaced(client.clone(), n);
+    let c: FoundationDBCluster = serde_json::from_value(json!({
+        "apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
+        "metadata": {"name": "c1"}, "spec": {"version": "7.1.57"},
+    }))
+    .expect("cluster");
+    let created = clusters
+        .create(&PostParams::default(), &c)
+        .await
+        .expect("create");
+    let status = |failing: bool, generation: Option<i64>| {
+        let conditions = if failing {
+            json!([{"type": "MissingProcesses", "timestamp": 1_700_000_000}])
+        } else {
+            json!([])
+        };
+        json!({"status": {
+            "health": {"available": true, "fullReplication": true},
+            "generations": {"reconciled": generation},
+            "processGroups": [
+                {"processGroupID": "storage-1", "processClass": "storage"},
+                {"processGroupID": "storage-2", "processClass": "storage",
+                 "processGroupConditions": conditions},
+                {"processGroupID": "log-1", "processClass": "log"},
+            ],
+        }})
+    };
+    clusters
+        .patch_status(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(status(true, created.metadata.generation)),
+        )
+        .await
+        .expect("status");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), n);
+    for p in [
+        pod("c1-storage-1", "storage-1", "storage", "kwok-node-0"),
+        pod("c1-storage-2", "storage-2", "storage", "kwok-node-1"),
+        pod("c1-log-1", "log-1", "log", "kwok-node-1"),
+    ] {
+        pods.create(&PostParams::default(), &p).await.expect("pod");
+    }
+    testenv::eventually("kwok runs the pods", Duration::from_secs(60), || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .then_some(())
+        }
+    })
+    .await
+    .expect("pods running");
+
+    // analyze: the condition is an issue.
+    let (r, out, err) = plugin(n, "", &["analyze", "c1"]).await;
+    assert_eq!(
+        r,
+        Err("found issues for cluster c1. Please check them".into()),
+        "{out}{err}"
+    );
+    assert!(out.starts_with(&format!(
+        "Checking cluster: {n}/c1\n✔ Cluster is available\n"
+    )));
+    assert!(
+        err.contains(
+            "✖ ProcessGroup: storage-2 has the following condition: MissingProcesses since 2023-11-14T22:13:20Z"
+        ),
+        "{err}"
+    );
+    let (r, ..) = plugin(n, "", &["analyze", "c1", "--ignore-condition", "Bogus"]).await;
+    assert_eq!(r, Err("unknown condition: Bogus".into()));
+
+    // get configuration.
+    let (r, out, _) = plugin(n, "", &["get", "configuration", "c1"]).await;
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        out,
+        "double ssd-2 usable_regions=1 logs=3 resolvers=1 log_routers=-1 remote_logs=-1 proxies=3 regions=[]\n"
+    );
+
+    // remove process-groups: asked first; "n" changes nothing, "y" adds the pod's group.
+    let remove = ["remove", "process-groups", "-c", "c1", "c1-storage-1"];
+    let (r, out, _) = plugin(n, "n\n", &remove).await;
+    assert_eq!(r, Err("user aborted the removal".into()));
+    assert!(out.contains("Remove [storage-1] from cluster"), "{out}");
+    assert_eq!(
+        removals(&clusters.get("c1").await.unwrap()),
+        (vec![], vec![])
+    );
+    let (r, ..) = plugin(n, "maybe\ny\n", &remove).await;
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        removals(&clusters.get("c1").await.unwrap()),
+        (vec!["storage-1".into()], vec![])
+    );
+    let (r, ..) = plugin(
+        n,
+        "",
+        &[
+            "--wait=false",
+            "remove",
+            "process-groups",
+            "-c",
+            "c1",
+            "--remove-all-failed",
+            "-e=false",
+        ],
+    )
+    .await;
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        removals(&clusters.get("c1").await.unwrap()),
+        (vec!["storage-1".into()], vec!["storage-2".into()])
+    );
+
+    // cordon: the groups with a pod on kwok-node-1 (storage-2 is new on this list).
+    let (r, out, _) = plugin(n, "", &["-w=false", "cordon", "-c", "c1", "kwok-node-1"]).await;
+    assert_eq!(r, Ok(()), "{out}");
+    assert!(
+        out.contains("Removed: 2 pods from node: kwok-node-1"),
+        "{out}"
+    );
+    let (with, _) = removals(&clusters.get("c1").await.unwrap());
+    assert_eq!(with, ["storage-1", "log-1", "storage-2"]);
+
+    // A healthy cluster passes analyze (the groups marked for removal are counted).
+    let now = clusters.get("c1").await.unwrap().metadata.generation;
+    clusters
+        .patch_status(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(status(false, now)),
+        )
+        .await
+        .expect("status");
+    let (r, out, err) = plugin(n, "", &["analyze", "c1"]).await;
+    assert_eq!(r, Ok(()), "{out}{err}");
+    assert!(
+        out.contains("✔ Pods are all running and available"),
+        "{out}"
+    );
+
+    // version: the operator Deployment's tag.
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "fdb-kubernetes-operator-controller-manager"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "op"}},
+            "template": {"metadata": {"labels": {"app": "op"}}, "spec": {"containers": [
+                {"name": "manager", "image": "foundationdb/fdb-kubernetes-operator:v2.3.0"}]}}},
+    }))
+    .expect("deployment");
+    Api::<Deployment>::namespaced(client.clone(), n)
+        .create(&PostParams::default(), &d)
+        .await
+        .expect("deployment");
+    let (r, out, _) = plugin(n, "", &["version"]).await;
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        out,
+        format!(
+            "foundationdb-operator: v2.3.0\nkubectl-fdb: {}\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+
+    let (r, ..) = plugin(n, "", &["get", "configuration", "nope"]).await;
+    assert_eq!(
+        r,
+        Err(format!(
+            "foundationdbcluster \"nope\" not found in namespace \"{n}\""
+        ))
+    );
+}
+
+#[tokio::test]
+async fn restart_and_exclusion_status_through_the_cli_path() {
+    let h = support::Harness::start_cli("fdb-plugin-cli", support::open_recovery_gates()).await;
+    let dir = h
+        .sim
+        .as_ref()
+        .expect("the simulator")
+        .binary_dir
+        .display()
+        .to_string();
+    let name = "sample";
+    h.simulate(name);
+    let db = h.db(name);
+    let c = support::create(&h, name, json!({})).await;
+    let id = support::storage_groups(&c)
+        .into_iter()
+        .next()
+        .expect("a storage group");
+    let n = h.ns.name.as_str();
+    let local = ["--wait=false", "--fdb-binary-dir", dir.as_str()];
+    let args = |more: &[&str]| {
+        let mut v = local.to_vec();
+        v.extend_from_slice(more);
+        v.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+
+    // restart: one `kill` of exactly that group's process, through fdbcli.
+    let address = db
+        .processes()
+        .into_iter()
+        .find(|p| p.instance_id == id)
+        .expect("its process")
+        .address;
+    let before = db.calls().len();
+    let a = args(&["restart", "-c", name, "--use-process-group-id", &id]);
+    let (r, out, err) = plugin(n, "", &a).await;
+    assert_eq!(r, Ok(()), "{out}{err}");
+    assert_eq!(out, format!("Restart processes: {address}\n"));
+    let kills: Vec<String> = db.calls()[before..]
+        .iter()
+        .filter(|c| c.starts_with("kill"))
+        .cloned()
+        .collect();
+    assert_eq!(kills.len(), 1, "{kills:?}");
+    assert!(
+        kills[0].contains(address.split(':').next().unwrap()),
+        "{kills:?}"
+    );
+
+    // A removal through the plugin, its exclusion followed until its data has moved.
+    db.set_drain_reads(15);
+    let a = args(&[
+        "remove",
+        "process-groups",
+        "-c",
+        name,
+        "--use-process-group-id",
+        &id,
+    ]);
+    let (r, ..) = plugin(n, "", &a).await;
+    assert_eq!(r, Ok(()));
+    testenv::eventually("the operator excludes it", Duration::from_secs(120), || {
+        let excluded = !db.exclusions().is_empty();
+        async move { excluded.then_some(()) }
+    })
+    .await
+    .expect("excluded");
+    let a = args(&["get", "exclusion-status", name, "--interval", "1s"]);
+    let (r, out, err) = tokio::time::timeout(Duration::from_secs(180), plugin(n, "", &a))
+        .await
+        .expect("exclusion-status ends once the exclusion is done");
+    assert_eq!(r, Ok(()), "{out}{err}");
+    assert!(
+        out.contains(&format!("{id}:\t ")) && out.contains("Mi are left - estimate: "),
+        "{out}"
+    );
+    assert!(
+        out.contains("There are 1 processes that are not fully excluded."),
+        "{out}"
+    );
+    h.removals_done(name, Duration::from_secs(180)).await;
+    assert!(h.violations.lock().unwrap().is_empty());
+}
