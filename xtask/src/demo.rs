@@ -2,8 +2,10 @@
 //! `kubectl apply -k deploy/redroid`, run the real operator binary as its own ServiceAccount
 //! (so the demo runs under the hand-written RBAC, not as admin), apply the samples and show
 //! them converge; then the same for the cocoon operator ([`crate::demo_cocoon`]), then a
-//! Redis cluster and a failover ([`crate::demo_redis`]), then stellar across separate spaces
-//! ([`crate::demo_stellar`]). `--only redis` and `--only stellar` run one part.
+//! Redis cluster and a failover ([`crate::demo_redis`]), then a FoundationDB cluster on the
+//! simulator created, scaled and upgraded ([`crate::demo_fdb`]), then stellar across separate
+//! spaces ([`crate::demo_stellar`]). `--only redis`, `--only fdb` and `--only stellar` run one
+//! part.
 //!
 //! The Deployment's pods are faked by kwok (they cannot run our binary); the operator runs
 //! here as a child process instead, holding the leader Lease and watching only the demo
@@ -31,6 +33,7 @@ pub fn run() -> anyhow::Result<()> {
     redroid_demo(&rt, &admin)?;
     crate::demo_cocoon::run(&rt, &admin)?;
     crate::demo_redis::run(&rt, &admin)?;
+    crate::demo_fdb::run(&rt, &admin)?;
     crate::demo_stellar::run()?;
     println!("\nrun it all again with: cargo xtask demo   (stop the plane with: cargo xtask down)");
     Ok(())
@@ -40,6 +43,12 @@ pub fn run() -> anyhow::Result<()> {
 pub fn redis_only() -> anyhow::Result<()> {
     let (rt, admin) = plane()?;
     crate::demo_redis::run(&rt, &admin)
+}
+
+/// `cargo xtask demo --only fdb`.
+pub fn fdb_only() -> anyhow::Result<()> {
+    let (rt, admin) = plane()?;
+    crate::demo_fdb::run(&rt, &admin)
 }
 
 /// Starts (or reuses) the plane: a runtime and an admin client for it.

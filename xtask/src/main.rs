@@ -20,6 +20,7 @@ use clap::{Parser, Subcommand};
 mod chaos;
 mod demo;
 mod demo_cocoon;
+mod demo_fdb;
 mod demo_redis;
 mod demo_stellar;
 mod demo_support;
@@ -45,7 +46,7 @@ enum Cmd {
     Status,
     /// Start the plane and run Flotilla's main job on it, showing it converge.
     Demo {
-        /// Only this system's part (`stellar` or `redis`).
+        /// Only this system's part (`stellar`, `redis` or `fdb`).
         #[arg(long)]
         only: Option<String>,
     },
@@ -153,7 +154,8 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             None => demo::run(),
             Some("stellar") => demo_stellar::run(),
             Some("redis") => demo::redis_only(),
-            Some(other) => anyhow::bail!("no demo part {other:?} (known: stellar, redis)"),
+            Some("fdb") => demo::fdb_only(),
+            Some(other) => anyhow::bail!("no demo part {other:?} (known: stellar, redis, fdb)"),
         },
         Cmd::Gen { check } => {
             gen_crds::run(check)?;

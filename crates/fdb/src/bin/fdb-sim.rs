@@ -18,6 +18,14 @@ enum Command {
         /// The socket to listen on (`<FDB_BINARY_DIR>/fdb-sim.sock` for the front ends).
         #[arg(long)]
         socket: PathBuf,
+        /// Make the processes follow this namespace's FoundationDB pods (with the
+        /// kubeconfig of `$KUBECONFIG`, as their monitors would).
+        #[arg(long, value_name = "NAMESPACE")]
+        follow_namespace: Option<String>,
+        /// How many `status json` reads an excluded storage or log process keeps its data
+        /// (0: the exclusion completes at once).
+        #[arg(long, default_value_t = 0)]
+        drain_reads: u32,
     },
     /// Link fdbcli, fdbbackup and fdbrestore to this binary under `<dir>/<major.minor>/`.
     Install {
@@ -49,9 +57,19 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(r.code).unwrap_or(1));
     }
     let result = match Command::parse() {
-        Command::Serve { socket } => {
+        Command::Serve {
+            socket,
+            follow_namespace,
+            drain_reads,
+        } => {
             let _ = kit::telemetry::init(kit::telemetry::LogFormat::Text, Some("info"));
-            runtime.block_on(fdb::sim::server::run(&socket))
+            runtime.block_on(async {
+                let follow = match follow_namespace {
+                    Some(ns) => Some((kube::Client::try_default().await?, ns)),
+                    None => None,
+                };
+                fdb::sim::server::run(&socket, follow, drain_reads).await
+            })
         }
         Command::Install { dir, versions } => install(&dir, &versions),
     };

@@ -6,7 +6,8 @@
 //! Two roles, one binary (`src/bin/fdb-sim.rs`):
 //! - **server** (`fdb-sim serve --socket <path>`): holds the databases ([`server::Registry`]),
 //!   one per cluster, found by the cluster file's content (the connection string); listens on
-//!   that unix socket only.
+//!   that unix socket only. With `--follow-namespace <ns>` its processes follow that
+//!   namespace's FoundationDB pods as their monitors would make them ([`follow`]).
 //! - **front end**: the same binary invoked as `fdbcli`, `fdbbackup` or `fdbrestore`
 //!   (symlinks laid out as `$FDB_BINARY_DIR/<major.minor>/<tool>`, see [`install`]). It parses
 //!   exactly the arguments the admin client passes ([`args`]), reads the cluster file, sends
@@ -24,6 +25,7 @@ pub mod args;
 pub mod backup;
 pub mod configure;
 pub mod fdbcli;
+pub mod follow;
 pub mod keyspace;
 pub mod server;
 

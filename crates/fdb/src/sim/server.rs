@@ -38,12 +38,27 @@ struct Entry {
 pub struct Registry {
     entries: Arc<Mutex<Vec<Entry>>>,
     gate: Arc<tokio::sync::Mutex<()>>,
+    drain_reads: u32,
 }
 
 impl Registry {
     /// No databases yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Every database it creates keeps an excluded process's data for `reads` status reads
+    /// ([`FakeDatabase::set_drain_reads`]).
+    #[must_use]
+    pub fn with_drain_reads(mut self, reads: u32) -> Self {
+        self.drain_reads = reads;
+        self
+    }
+
+    fn new_database(&self) -> FakeDatabase {
+        let db = FakeDatabase::new();
+        db.set_drain_reads(self.drain_reads);
+        db
     }
 
     fn entries(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
@@ -56,7 +71,7 @@ impl Registry {
         if let Some(e) = entries.iter().find(|e| e.name == name) {
             return e.keys.fake.clone();
         }
-        let keys = Keys::new(FakeDatabase::new());
+        let keys = Keys::new(self.new_database());
         let fake = keys.fake.clone();
         entries.push(Entry {
             name: name.to_owned(),
@@ -98,7 +113,7 @@ impl Registry {
             None => {
                 entries.push(Entry {
                     name: cs.database_name.clone(),
-                    keys: Keys::new(FakeDatabase::new()),
+                    keys: Keys::new(self.new_database()),
                     known: BTreeSet::new(),
                 });
                 entries.last_mut().expect("just pushed")
@@ -202,8 +217,15 @@ pub async fn call(socket: &Path, req: &Request, timeout: Duration) -> Response {
 }
 
 /// `fdb-sim serve`: binds `socket` (replacing a stale socket file), serves until SIGINT or
-/// SIGTERM, then removes the socket file.
-pub async fn run(socket: &Path) -> anyhow::Result<()> {
+/// SIGTERM, then removes the socket file. Its databases drain excluded processes over
+/// `drain_reads` status reads. With `follow` (a client and a namespace), the
+/// databases' processes follow that namespace's FoundationDB pods
+/// ([`super::follow::follow_namespace`]).
+pub async fn run(
+    socket: &Path,
+    follow: Option<(kube::Client, String)>,
+    drain_reads: u32,
+) -> anyhow::Result<()> {
     if socket.exists() {
         std::fs::remove_file(socket)?;
     }
@@ -220,7 +242,17 @@ pub async fn run(socket: &Path) -> anyhow::Result<()> {
         }
         stop.cancel();
     });
-    serve(listener, Registry::new(), shutdown).await;
+    let registry = Registry::new().with_drain_reads(drain_reads);
+    if let Some((client, namespace)) = follow {
+        tracing::info!(%namespace, "following the FoundationDB pods");
+        tokio::spawn(super::follow::follow_namespace(
+            registry.clone(),
+            client,
+            namespace,
+            shutdown.clone(),
+        ));
+    }
+    serve(listener, registry, shutdown).await;
     let _ = std::fs::remove_file(socket);
     Ok(())
 }

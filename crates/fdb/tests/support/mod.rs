@@ -13,13 +13,12 @@ use fdb::admin::fake::FakeDatabase;
 use fdb::cluster::{CliClients, Context, DatabaseClients, FakeClients, Options};
 use fdb::crd::{FoundationDBCluster, ProcessGroupStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use testenv::TestNamespace;
 use tokio_util::sync::CancellationToken;
 
-pub const CLASS_LABEL: &str = "foundationdb.org/fdb-process-class";
-pub const ID_LABEL: &str = "foundationdb.org/fdb-process-group-id";
+pub use fdb::sim::follow::{CLASS_LABEL, ID_LABEL};
 
 pub struct Harness {
     pub client: kube::Client,
@@ -235,7 +234,7 @@ impl Harness {
                             .push(format!("pod of {id} gone while its process held data"));
                     }
                 }
-                play_monitors(&pods, &configs, &cm_name, &mut list.items).await;
+                fdb::sim::follow::play_monitors(&pods, &configs, &cm_name, &mut list.items).await;
                 db.sync_pods(&list.items, CLASS_LABEL, ID_LABEL, "7.1.57");
             }
         });
@@ -350,37 +349,4 @@ pub async fn create(h: &Harness, name: &str, spec: serde_json::Value) -> Foundat
         .await
         .expect("create");
     h.reconciled(name, Duration::from_secs(180)).await
-}
-
-/// Plays each pod's `fdb-kubernetes-monitor`: publishes the configuration it loads (at start,
-/// and after the operator poked the pod) with its substitutions, as pod annotations, also on
-/// `list`'s copies (a process starts from what its monitor loaded first).
-async fn play_monitors(pods: &Api<Pod>, configs: &Api<ConfigMap>, cm_name: &str, list: &mut [Pod]) {
-    let Ok(Some(cm)) = configs.get_opt(cm_name).await else {
-        return;
-    };
-    let mounts_it = |pod: &Pod| {
-        pod.spec
-            .iter()
-            .flat_map(|s| s.volumes.iter().flatten())
-            .any(|v| v.config_map.as_ref().is_some_and(|c| c.name == cm_name))
-    };
-    for pod in list.iter_mut().filter(|p| mounts_it(p)) {
-        let Some(annotations) = fdb::admin::fake_monitor::monitor_annotations(pod, &cm) else {
-            continue;
-        };
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let patch = json!({"metadata": {"annotations": annotations}});
-        // A pod deleted in between is no error.
-        if pods
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .is_ok()
-        {
-            pod.metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .extend(annotations);
-        }
-    }
 }
