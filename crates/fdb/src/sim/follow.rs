@@ -9,14 +9,17 @@
 //! - [`follow_once`]: one pass for one cluster: the monitors played, then the database's
 //!   processes set from the pods ([`FakeDatabase::sync_pods`]).
 //! - [`follow_namespace`]: `fdb-sim serve --follow-namespace`: every half second, one pass per
-//!   cluster with pods in the namespace (by the `foundationdb.org/fdb-cluster-name` label),
-//!   against the database its config map's cluster file reaches, or before there is one the
-//!   registry's database named by the cluster's description; until `shutdown`.
+//!   cluster with pods in the namespace (by the `foundationdb.org/fdb-cluster-name` label and
+//!   the owning cluster's UID, so a re-created cluster of the same name is a new database),
+//!   against the database its own config map's cluster file reaches, or before there is one
+//!   the database its pods went to before, or an unclaimed one named by the cluster's
+//!   description; until `shutdown`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -84,21 +87,44 @@ pub async fn follow_once(
     db.sync_pods(list, CLASS_LABEL, ID_LABEL, DEFAULT_VERSION);
 }
 
-/// The database `cluster`'s pods belong to: the one its config map's cluster file reaches
-/// (a deleted cluster's database, with an older connection string, may share the name), else
-/// the one named by its description (claimed by the operator's first cluster file).
-async fn database_of(registry: &Registry, configs: &Api<ConfigMap>, cluster: &str) -> FakeDatabase {
+/// The UID of the FoundationDBCluster owning an object (`""` without one).
+fn owner_uid(meta: &ObjectMeta) -> String {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "FoundationDBCluster")
+        .map(|o| o.uid.clone())
+        .unwrap_or_default()
+}
+
+/// The database of the pods of cluster `cluster` owned by the cluster with UID `uid`: the
+/// one its config map's cluster file reaches (only a config map of that same cluster: a
+/// deleted cluster of the same name may still have one), else the one these pods went to
+/// before, else one named by its description that no cluster file reached yet (the operator's
+/// first cluster file claims it).
+async fn database_of(
+    registry: &Registry,
+    configs: &Api<ConfigMap>,
+    cluster: &str,
+    uid: &str,
+    assigned: &mut HashMap<String, FakeDatabase>,
+) -> FakeDatabase {
     let file = configs
         .get_opt(&format!("{cluster}-config"))
         .await
         .ok()
         .flatten()
+        .filter(|cm| owner_uid(&cm.metadata) == uid)
         .and_then(|cm| cm.data?.get("cluster-file").cloned())
         .filter(|f| !f.is_empty());
     if let Some(keys) = file.and_then(|f| registry.resolve(&f).ok()) {
+        assigned.insert(uid.to_owned(), keys.fake.clone());
         return keys.fake;
     }
-    registry.database(&sanitize_description(cluster))
+    assigned
+        .entry(uid.to_owned())
+        .or_insert_with(|| registry.unclaimed(&sanitize_description(cluster)))
+        .clone()
 }
 
 /// Follows every cluster's pods in `namespace` until `shutdown` (see the module contract).
@@ -110,6 +136,7 @@ pub async fn follow_namespace(
 ) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let configs: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let mut assigned = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -127,14 +154,15 @@ pub async fn follow_namespace(
                 continue;
             }
         };
-        let mut by_cluster: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
+        let mut by_cluster: BTreeMap<(String, String), Vec<Pod>> = BTreeMap::new();
         for p in list {
             if let Some(c) = p.labels().get(CLUSTER_LABEL).cloned() {
-                by_cluster.entry(c).or_default().push(p);
+                let uid = owner_uid(&p.metadata);
+                by_cluster.entry((c, uid)).or_default().push(p);
             }
         }
-        for (cluster, mut list) in by_cluster {
-            let db = database_of(&registry, &configs, &cluster).await;
+        for ((cluster, uid), mut list) in by_cluster {
+            let db = database_of(&registry, &configs, &cluster, &uid, &mut assigned).await;
             follow_once(&db, &pods, &configs, &cluster, &mut list).await;
         }
     }

@@ -81,6 +81,28 @@ impl Registry {
         fake
     }
 
+    /// A database named `name` that no cluster file has reached yet (no connection string),
+    /// created when there is none: where a new cluster's processes go before the operator's
+    /// first cluster file claims it. Unlike [`Registry::database`] it never returns the
+    /// database of an older cluster of the same name.
+    pub fn unclaimed(&self, name: &str) -> FakeDatabase {
+        let mut entries = self.entries();
+        if let Some(e) = entries
+            .iter()
+            .find(|e| e.name == name && e.keys.fake.connection_string().is_empty())
+        {
+            return e.keys.fake.clone();
+        }
+        let keys = Keys::new(self.new_database());
+        let fake = keys.fake.clone();
+        entries.push(Entry {
+            name: name.to_owned(),
+            keys,
+            known: BTreeSet::new(),
+        });
+        fake
+    }
+
     /// The databases by name.
     pub fn databases(&self) -> Vec<(String, FakeDatabase)> {
         self.entries()
