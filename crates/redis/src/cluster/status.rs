@@ -192,7 +192,7 @@ fn phase(i: &Inputs<'_>) -> (ClusterPhase, String) {
                 "every instance replicates from the source".into(),
             ),
             false => (
-                Degraded,
+                if creating { Creating } else { Degraded },
                 problem(i).unwrap_or_else(|| {
                     "waiting for the instances to replicate from the source".into()
                 }),
@@ -267,6 +267,11 @@ fn conditions(
             true,
             "PrimaryRunning",
             format!("{} runs as the primary", p.name),
+        ),
+        (None, _) if m.replica_mode => (
+            false,
+            "ReplicaMode",
+            "replica mode: every instance follows the external source; none takes writes until replicaMode.promote".into(),
         ),
         (None, _) if current.is_empty() => (false, "NoPrimary", "no primary is named yet".into()),
         (None, _) => (
