@@ -103,30 +103,21 @@ fn record(
     name: &str,
     pod: &str,
 ) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>) {
-    use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, watcher};
-    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let stream = watcher(env.clusters(), cfg).applied_objects();
-    let (out, pod) = (seen.clone(), pod.to_owned());
-    let task = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(Ok(rc)) = stream.next().await {
-            let fenced = rc
-                .annotations()
-                .get(redis::names::ANN_FENCED_INSTANCES)
-                .and_then(|a| serde_json::from_str::<Vec<String>>(a).ok())
-                .is_some_and(|f| f.contains(&pod));
-            let st = rc.status.unwrap_or_default();
-            out.lock().expect("seen").push(Seen {
-                phase: st.phase,
-                current: st.current_primary,
-                target: st.target_primary,
-                fenced,
-            });
+    let pod = pod.to_owned();
+    operator::record_versions(env, name, move |rc| {
+        let fenced = rc
+            .annotations()
+            .get(redis::names::ANN_FENCED_INSTANCES)
+            .and_then(|a| serde_json::from_str::<Vec<String>>(a).ok())
+            .is_some_and(|f| f.contains(&pod));
+        let st = rc.status.unwrap_or_default();
+        Seen {
+            phase: st.phase,
+            current: st.current_primary,
+            target: st.target_primary,
+            fenced,
         }
-    });
-    (seen, task)
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -84,32 +84,22 @@ struct Seen {
     sentinels: i32,
 }
 
-/// Records every version of `demo` until dropped.
+/// Records every version of `demo` until the task is aborted.
 fn record(env: &Env) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>) {
-    use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, watcher};
-    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-    let cfg = watcher::Config::default().fields("metadata.name=demo");
-    let stream = watcher(env.clusters(), cfg).applied_objects();
-    let out = seen.clone();
-    let task = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(Ok(rc)) = stream.next().await {
-            let st = rc.status.unwrap_or_default();
-            out.lock().expect("seen").push(Seen {
-                phase: st.phase,
-                primary: st.current_primary,
-                disconnected: st
-                    .instances_status
-                    .iter()
-                    .filter(|(_, i)| !i.connected)
-                    .map(|(n, _)| n.clone())
-                    .collect(),
-                sentinels: st.sentinel_ready_instances,
-            });
+    operator::record_versions(env, "demo", |rc| {
+        let st = rc.status.unwrap_or_default();
+        Seen {
+            phase: st.phase,
+            primary: st.current_primary,
+            disconnected: st
+                .instances_status
+                .iter()
+                .filter(|(_, i)| !i.connected)
+                .map(|(n, _)| n.clone())
+                .collect(),
+            sentinels: st.sentinel_ready_instances,
         }
-    });
-    (seen, task)
+    })
 }
 
 /// Rotates the password of the Healthy 3-instance cluster `demo` under a writer (see the

@@ -363,3 +363,26 @@ pub fn record_deletions(
     });
     (seen, task)
 }
+
+/// Records `f` of every version of RedisCluster `name` (as a watch sees them), until the
+/// returned task is aborted.
+pub fn record_versions<T: Send + 'static>(
+    env: &Env,
+    name: &str,
+    f: impl Fn(RedisCluster) -> T + Send + 'static,
+) -> (Arc<Mutex<Vec<T>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let seen: Arc<Mutex<Vec<T>>> = Arc::new(Mutex::new(Vec::new()));
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let stream = watcher(env.clusters(), cfg).applied_objects();
+    let out = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(Ok(rc)) = stream.next().await {
+            let v = f(rc);
+            out.lock().expect("seen").push(v);
+        }
+    });
+    (seen, task)
+}
