@@ -138,7 +138,11 @@ fn problem(i: &Inputs<'_>) -> Option<String> {
         if !p.ready {
             return Some(format!("{} is not Ready", x.name));
         }
-        if x.name != m.status.current_primary && !x.in_sync_with(primary_ip) {
+        if m.replica_mode {
+            if !x.in_sync_with(None) {
+                return Some(format!("{} is not replicating from the source", x.name));
+            }
+        } else if x.name != m.status.current_primary && !x.in_sync_with(primary_ip) {
             return Some(format!("{} is not in sync with the primary", x.name));
         }
     }

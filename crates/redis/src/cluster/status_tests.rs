@@ -398,7 +398,16 @@ fn a_replica_cluster_says_it_replicates_and_why_nothing_takes_writes() {
     ]);
     let s = run(&m, &down, &none());
     assert_eq!(s.phase, Some(ClusterPhase::Creating));
-    assert!(s.phase_reason.contains("demo-1"), "{}", s.phase_reason);
+    assert_eq!(s.phase_reason, "demo-1 is not replicating from the source");
+    // The designated leader too.
+    let leader_down = members(vec![
+        with_report(replica(0, 9, "S", 100), |r| {
+            r.master_link_status = "down".into()
+        }),
+        replica(1, 9, "S", 100),
+    ]);
+    let s = run(&m, &leader_down, &none());
+    assert_eq!(s.phase_reason, "demo-0 is not replicating from the source");
     let mut was = m.clone();
     was.status.phase = Some(ClusterPhase::Replicating);
     let s = run(&was, &down, &none());
