@@ -12,19 +12,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use nix::sys::signal::Signal;
 use operator::data::{self, Sampler, Writer};
-use operator::{Env, T};
-use redis::crd::{ClusterPhase, RedisCluster};
+use operator::{Env, T, masters, record_deletions};
+use redis::crd::ClusterPhase;
 use serde_json::json;
 use testenv::procnode;
-
-fn masters(rc: &RedisCluster) -> Vec<String> {
-    rc.status
-        .iter()
-        .flat_map(|s| s.instances_status.iter())
-        .filter(|(_, i)| i.role == "master")
-        .map(|(n, _)| n.clone())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_become_healthy_with_one_primary_and_replication() {
@@ -112,30 +103,21 @@ fn record(
     name: &str,
     pod: &str,
 ) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>) {
-    use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, watcher};
-    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let stream = watcher(env.clusters(), cfg).applied_objects();
-    let (out, pod) = (seen.clone(), pod.to_owned());
-    let task = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(Ok(rc)) = stream.next().await {
-            let fenced = rc
-                .annotations()
-                .get(redis::names::ANN_FENCED_INSTANCES)
-                .and_then(|a| serde_json::from_str::<Vec<String>>(a).ok())
-                .is_some_and(|f| f.contains(&pod));
-            let st = rc.status.unwrap_or_default();
-            out.lock().expect("seen").push(Seen {
-                phase: st.phase,
-                current: st.current_primary,
-                target: st.target_primary,
-                fenced,
-            });
+    let pod = pod.to_owned();
+    operator::record_versions(env, name, move |rc| {
+        let fenced = rc
+            .annotations()
+            .get(redis::names::ANN_FENCED_INSTANCES)
+            .and_then(|a| serde_json::from_str::<Vec<String>>(a).ok())
+            .is_some_and(|f| f.contains(&pod));
+        let st = rc.status.unwrap_or_default();
+        Seen {
+            phase: st.phase,
+            current: st.current_primary,
+            target: st.target_primary,
+            fenced,
         }
-    });
-    (seen, task)
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -339,34 +321,6 @@ async fn crash_the_primary(prefix: &str, fault: Fault) {
     );
     // And the operator's fence is gone once demo-0 is back.
     assert!(!seen.last().expect("seen").fenced, "{seen:#?}");
-}
-
-/// Records, in order, the data pods of `cluster` that are deleted (by name) until dropped.
-fn record_deletions(
-    env: &Env,
-    cluster: &str,
-) -> (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>) {
-    use futures::StreamExt;
-    use kube::runtime::watcher;
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let cfg = watcher::Config::default().labels(&format!(
-        "redis.io/cluster={cluster},redis.io/workload=data"
-    ));
-    let stream = watcher(env.api::<Pod>(), cfg);
-    let out = seen.clone();
-    let task = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        let mut deleting = std::collections::BTreeSet::new();
-        while let Some(Ok(ev)) = stream.next().await {
-            if let watcher::Event::Apply(p) | watcher::Event::Delete(p) = ev {
-                let uid = p.uid().unwrap_or_default();
-                if p.metadata.deletion_timestamp.is_some() && deleting.insert(uid) {
-                    out.lock().expect("deleted").push(p.name_any());
-                }
-            }
-        }
-    });
-    (seen, task)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

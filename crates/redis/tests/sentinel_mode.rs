@@ -6,7 +6,6 @@
 
 mod operator;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -15,98 +14,15 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use nix::sys::signal::Signal;
 use operator::data::{self, Sampler, Writer};
-use operator::{Env, T};
+use operator::sentinel::{
+    ask, healthy_with_sentinels, sentinels, sentinels_agree, sentinels_agree_over, spec,
+};
+use operator::{Env, T, masters};
 use redis::crd::{ClusterPhase, RedisCluster};
 use redis::instance::dial::{Ca, Dial};
-use redis::instance::resp::{Conn, Value};
+use redis::instance::resp::Conn;
 use serde_json::json;
 use testenv::procnode;
-
-fn spec() -> serde_json::Value {
-    json!({"instances": 3, "mode": "sentinel", "storage": {"size": "1Gi"},
-        "connectionSecret": {"name": "demo-conn"}})
-}
-
-/// The Sentinel pods' IPs by name.
-async fn sentinels(env: &Env) -> BTreeMap<String, String> {
-    let lp = ListParams::default().labels("redis.io/cluster=demo,redis.io/workload=sentinel");
-    let list = env.api::<Pod>().list(&lp).await.expect("list sentinels");
-    list.items
-        .into_iter()
-        .filter_map(|p| {
-            let name = p.metadata.name.clone()?;
-            Some((name, p.status?.pod_ip.filter(|ip| !ip.is_empty())?))
-        })
-        .collect()
-}
-
-/// What one Sentinel says: the master's IP and, from `SENTINEL master`, the replicas and
-/// other Sentinels it knows.
-async fn ask(dial: &Dial, ip: &str) -> Option<(String, i64, i64)> {
-    let mut c = dial.conn(ip, 26379, Duration::from_secs(2)).await.ok()?;
-    let addr = c
-        .command(&["SENTINEL", "get-master-addr-by-name", "demo"])
-        .await
-        .ok()?;
-    let Value::Array(Some(parts)) = addr else {
-        return None;
-    };
-    let master = parts.first()?.text()?;
-    let Value::Array(Some(kv)) = c.command(&["SENTINEL", "master", "demo"]).await.ok()? else {
-        return None;
-    };
-    let field = |k: &str| {
-        kv.chunks(2)
-            .find(|p| p[0].text().as_deref() == Some(k))
-            .and_then(|p| p[1].int())
-    };
-    Some((master, field("num-slaves")?, field("num-other-sentinels")?))
-}
-
-/// Waits until the three Sentinels name `primary`'s IP and know 2 replicas and each other.
-async fn sentinels_agree(env: &Env, primary: &str) {
-    sentinels_agree_over(env, primary, &Dial::Tcp).await;
-}
-
-/// [`sentinels_agree`], asking them with `dial`.
-async fn sentinels_agree_over(env: &Env, primary: &str, dial: &Dial) {
-    let ip = env.pod_ip(primary).await.expect("primary ip");
-    testenv::eventually("the three Sentinels agree", T, || async {
-        let s = sentinels(env).await;
-        if s.len() != 3 {
-            return None;
-        }
-        for sip in s.values() {
-            let (master, replicas, others) = ask(dial, sip).await?;
-            if master != ip || replicas < 2 || others != 2 {
-                return None;
-            }
-        }
-        Some(())
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-}
-
-fn masters(rc: &RedisCluster) -> Vec<String> {
-    rc.status
-        .iter()
-        .flat_map(|s| s.instances_status.iter())
-        .filter(|(_, i)| i.role == "master")
-        .map(|(n, _)| n.clone())
-        .collect()
-}
-
-async fn healthy_with_sentinels(env: &Env) -> RedisCluster {
-    env.wait("demo", T, |c| {
-        c.status.as_ref().is_some_and(|s| {
-            s.phase == Some(ClusterPhase::Healthy)
-                && s.ready_instances == 3
-                && s.sentinel_ready_instances == 3
-        })
-    })
-    .await
-}
 
 /// SIGKILLs demo-0's container whenever it runs until the operator, following the
 /// Sentinels, names another primary; counts the kills. Its first restart is immediate (and
@@ -556,5 +472,154 @@ async fn a_sentinel_cluster_with_tls_speaks_only_tls_and_fails_over() {
     eprintln!(
         "renewed certificate served everywhere after {:?}",
         renewed_at.elapsed()
+    );
+}
+
+/// The images of pod `p`'s containers.
+fn images(p: &Pod) -> Vec<String> {
+    p.spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .filter_map(|c| c.image.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_image_update_in_sentinel_mode_rolls_every_pod_with_no_acknowledged_write_lost_and_one_primary()
+ {
+    let env = Env::on_process_nodes("rc-sentinel-roll", &[]).await;
+    env.create("demo", spec()).await;
+    healthy_with_sentinels(&env).await;
+    sentinels_agree(&env, "demo-0").await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let (deleted, recorder) = operator::record_deletions(&env, "demo");
+    let writer = Writer::start(env.clusters(), pods.clone(), "demo", pw.clone(), 1);
+    writer.progress(200, T).await;
+    let sampler = Sampler::start(pods.clone(), "demo", pw.clone());
+
+    // Another tag of the same Redis: every data pod and every Sentinel pod is replaced; the
+    // primary's pod last, Sentinel failing over to an updated replica.
+    let started = Instant::now();
+    env.patch("demo", json!({"spec": {"imageName": "redis:7.2.4"}}))
+        .await;
+    let updated = |p: &Pod| images(p).iter().any(|i| i == "redis:7.2.4");
+    let rc = env
+        .wait("demo", Duration::from_secs(300), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.ready_instances == 3
+                    && s.sentinel_ready_instances == 3
+                    && s.observed_generation == c.metadata.generation.unwrap_or_default()
+                    && s.current_primary != "demo-0"
+            })
+        })
+        .await;
+    testenv::eventually("every pod replaced with the new image", T, || async {
+        let list = pods
+            .list(&ListParams::default().labels("redis.io/cluster=demo"))
+            .await
+            .ok()?;
+        let all = list.items.len() == 6
+            && list
+                .items
+                .iter()
+                .all(|p| updated(p) && p.metadata.deletion_timestamp.is_none());
+        all.then_some(())
+    })
+    .await
+    .expect("rolled");
+    let rolled = started.elapsed();
+    let primary = rc.status.clone().expect("status").current_primary;
+    sentinels_agree(&env, &primary).await;
+    writer.progress(200, T).await;
+    let writes = writer.finish().await;
+    let samples = sampler.finish().await;
+    recorder.abort();
+    let deleted = deleted.lock().expect("deleted").clone();
+    // Replicas first, highest ordinal first; the primary's pod last.
+    assert_eq!(deleted, ["demo-2", "demo-1", "demo-0"]);
+    let rc = healthy_with_sentinels(&env).await;
+    assert_eq!(masters(&rc), std::slice::from_ref(&primary));
+    let ip = env.pod_ip(&primary).await.expect("ip");
+    let missing = data::missing(&ip, &pw, &writes.acked).await;
+    eprintln!(
+        "sentinel-mode image update: rolled in {rolled:?}, longest gap between acknowledged writes {:?}, {} acknowledged, {} errors",
+        writes.longest_gap,
+        writes.acked.len(),
+        writes.errors
+    );
+    data::assert_nothing_lost_never_split(&missing, &writes, &samples);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hibernation_in_sentinel_mode_stops_every_pod_and_waking_up_keeps_the_data_with_the_sentinels_agreeing()
+ {
+    let env = Env::on_process_nodes("rc-sentinel-hib", &[]).await;
+    env.create("demo", spec()).await;
+    healthy_with_sentinels(&env).await;
+    sentinels_agree(&env, "demo-0").await;
+    let pw = env.password("demo").await;
+    let pods = env.api::<Pod>();
+    let ip = env.pod_ip("demo-0").await.expect("ip");
+    let mut c = data::connect(&ip, &pw).await.expect("primary");
+    for k in 0..100 {
+        c.command(&["SET", &format!("h{k}"), "v"])
+            .await
+            .expect("SET");
+    }
+    assert_eq!(
+        c.command(&["WAIT", "2", "5000"]).await.expect("WAIT").int(),
+        Some(2)
+    );
+    drop(c);
+
+    let hibernate =
+        |v: &str| json!({"metadata": {"annotations": {redis::names::ANN_HIBERNATION: v}}});
+    env.patch("demo", hibernate("on")).await;
+    testenv::eventually("no pod at all, Sentinels included", T, || async {
+        let lp = ListParams::default().labels("redis.io/cluster=demo");
+        pods.list(&lp).await.ok()?.items.is_empty().then_some(())
+    })
+    .await
+    .expect("every pod stopped");
+    let rc = env
+        .wait("demo", T, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Hibernating) && s.sentinel_ready_instances == 0
+            })
+        })
+        .await;
+    let hib = rc
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Hibernated"))
+        .expect("Hibernated condition");
+    assert_eq!(hib.status, "True", "{hib:?}");
+
+    let woken = Instant::now();
+    env.patch("demo", hibernate("off")).await;
+    let rc = healthy_with_sentinels(&env).await;
+    let primary = rc.status.clone().expect("status").current_primary;
+    assert_eq!(primary, "demo-0", "the recorded primary starts again");
+    assert_eq!(masters(&rc), ["demo-0"]);
+    sentinels_agree(&env, "demo-0").await;
+    eprintln!(
+        "sentinel-mode wake-up: Healthy with three Sentinels after {:?}",
+        woken.elapsed()
+    );
+    let keys: std::collections::BTreeSet<String> = (0..100).map(|k| format!("h{k}")).collect();
+    for p in ["demo-0", "demo-1", "demo-2"] {
+        let ip = env.pod_ip(p).await.expect("ip");
+        let missing = data::missing(&ip, &pw, &keys).await;
+        assert!(missing.is_empty(), "{p} lost over hibernation: {missing:?}");
+    }
+    // The woken cluster replicates again.
+    let ip = env.pod_ip("demo-0").await.expect("ip");
+    let mut c = data::connect(&ip, &pw).await.expect("primary");
+    c.command(&["SET", "after-wake", "v"]).await.expect("SET");
+    assert_eq!(
+        c.command(&["WAIT", "2", "5000"]).await.expect("WAIT").int(),
+        Some(2)
     );
 }

@@ -138,7 +138,11 @@ fn problem(i: &Inputs<'_>) -> Option<String> {
         if !p.ready {
             return Some(format!("{} is not Ready", x.name));
         }
-        if x.name != m.status.current_primary && !x.in_sync_with(primary_ip) {
+        if m.replica_mode {
+            if !x.in_sync_with(None) {
+                return Some(format!("{} is not replicating from the source", x.name));
+            }
+        } else if x.name != m.status.current_primary && !x.in_sync_with(primary_ip) {
             return Some(format!("{} is not in sync with the primary", x.name));
         }
     }
@@ -192,7 +196,7 @@ fn phase(i: &Inputs<'_>) -> (ClusterPhase, String) {
                 "every instance replicates from the source".into(),
             ),
             false => (
-                Degraded,
+                if creating { Creating } else { Degraded },
                 problem(i).unwrap_or_else(|| {
                     "waiting for the instances to replicate from the source".into()
                 }),
@@ -267,6 +271,11 @@ fn conditions(
             true,
             "PrimaryRunning",
             format!("{} runs as the primary", p.name),
+        ),
+        (None, _) if m.replica_mode => (
+            false,
+            "ReplicaMode",
+            "replica mode: every instance follows the external source; none takes writes until replicaMode.promote".into(),
         ),
         (None, _) if current.is_empty() => (false, "NoPrimary", "no primary is named yet".into()),
         (None, _) => (

@@ -366,3 +366,51 @@ fn the_synced_replication_id_follows_the_primary_only_once_a_replica_is_in_sync_
     let new = model(json!({"currentPrimary": "demo-0"}), json!({}));
     assert_eq!(run(&new, &healthy(), &none()).synced_replication_id, "A");
 }
+
+#[test]
+fn a_replica_cluster_says_it_replicates_and_why_nothing_takes_writes() {
+    let m = model_with(
+        json!({"instances": 2, "storage": {"size": "1Gi"},
+            "replicaMode": {"enabled": true, "source": {"host": "10.0.0.9"}}}),
+        json!({}),
+        json!({"currentPrimary": "demo-0", "targetPrimary": "demo-0", "phase": "Creating"}),
+    );
+    let following = members(vec![replica(0, 9, "S", 100), replica(1, 9, "S", 100)]);
+    let s = run(&m, &following, &none());
+    assert_eq!(s.phase, Some(ClusterPhase::Replicating));
+    assert_eq!(
+        cond(&s, "ReplicaMode"),
+        ("True".into(), "ReplicaModeEnabled".into())
+    );
+    assert_eq!(
+        cond(&s, "PrimaryAvailable"),
+        ("False".into(), "ReplicaMode".into())
+    );
+    assert_eq!(cond(&s, "Ready"), ("False".into(), "Replicating".into()));
+    assert_eq!(cond(&s, "ReplicationHealthy").0, "True");
+    // One link down: still Creating for a new cluster, Degraded once it replicated; saying
+    // which.
+    let down = members(vec![
+        replica(0, 9, "S", 100),
+        with_report(replica(1, 9, "S", 100), |r| {
+            r.master_link_status = "down".into()
+        }),
+    ]);
+    let s = run(&m, &down, &none());
+    assert_eq!(s.phase, Some(ClusterPhase::Creating));
+    assert_eq!(s.phase_reason, "demo-1 is not replicating from the source");
+    // The designated leader too.
+    let leader_down = members(vec![
+        with_report(replica(0, 9, "S", 100), |r| {
+            r.master_link_status = "down".into()
+        }),
+        replica(1, 9, "S", 100),
+    ]);
+    let s = run(&m, &leader_down, &none());
+    assert_eq!(s.phase_reason, "demo-0 is not replicating from the source");
+    let mut was = m.clone();
+    was.status.phase = Some(ClusterPhase::Replicating);
+    let s = run(&was, &down, &none());
+    assert_eq!(s.phase, Some(ClusterPhase::Degraded));
+    assert!(s.phase_reason.contains("demo-1"), "{}", s.phase_reason);
+}

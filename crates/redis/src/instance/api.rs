@@ -133,7 +133,13 @@ pub fn token_matches(header: Option<&str>, token_file: Option<&str>) -> bool {
 }
 
 async fn authenticate(State(inst): State<Arc<Instance>>, req: Request, next: Next) -> Response {
-    let token = std::fs::read_to_string(inst.settings.token_dir.join(instance_api::TOKEN_KEY)).ok();
+    guard(&inst.settings.token_dir, req, next).await
+}
+
+/// The `/v1` gate (see the module contract) of a server whose token is projected under
+/// `token_dir`: the data pods' API and the Sentinel pods' `/v1/status`.
+pub async fn guard(token_dir: &std::path::Path, req: Request, next: Next) -> Response {
+    let token = std::fs::read_to_string(token_dir.join(instance_api::TOKEN_KEY)).ok();
     let header = req
         .headers()
         .get(axum::http::header::AUTHORIZATION)

@@ -630,6 +630,18 @@ impl Loop {
         self.inst.state().peers
     }
 
+    /// The Sentinel pods' IPs; `None` when they cannot be listed.
+    async fn sentinel_peers(&self) -> Option<Vec<String>> {
+        let s = &self.inst.settings;
+        match peers::sentinels(&self.inst.client, &s.namespace, &s.cluster).await {
+            Ok(ips) => Some(ips),
+            Err(e) => {
+                tracing::debug!(error = %e, "listing the Sentinel pods failed");
+                None
+            }
+        }
+    }
+
     async fn rotate(&mut self, spec: &RedisClusterSpec, view: &View, info: &Info) {
         let s = self.inst.settings.clone();
         let projected = match secrets::read(&s.projected_dir, &s.paths.tls_dir, &s.cluster, spec) {
@@ -649,13 +661,23 @@ impl Loop {
         if !settled {
             let ips = self.peers().await;
             let want = auth::generation(&projected.password);
+            // In sentinel mode the Sentinels authenticate with the password too: the old one
+            // is retired only once they report the new one (an unlisted Sentinel pod keeps
+            // it, and the rotation waits).
+            let sentinels = if spec.mode == crate::crd::ClusterMode::Sentinel {
+                self.sentinel_peers().await
+            } else {
+                Some(Vec::new())
+            };
+            peers_on &= sentinels.is_some();
+            let all: Vec<&String> = ips.iter().chain(sentinels.iter().flatten()).collect();
             let reports = futures::future::join_all(
-                ips.iter()
+                all.iter()
                     .map(|ip| self.inst.dialer.status(ip, PEER_TIMEOUT)),
             )
             .await;
             let mut by_ip = BTreeMap::new();
-            for (ip, r) in ips.iter().zip(reports) {
+            for (ip, r) in all.into_iter().zip(reports) {
                 peers_on &= r.as_ref().is_ok_and(|r| r.auth_generation == want);
                 by_ip.insert(ip.clone(), r.ok().map(|r| r.auth_generation));
             }

@@ -4,7 +4,9 @@
 //!
 //! Contract:
 //! - [`list`] returns the IPs of the cluster's other data pods (labels `redis.io/cluster`,
-//!   `redis.io/workload=data`) that have one, sorted.
+//!   `redis.io/workload=data`) that have one, sorted; [`sentinels`] those of its Sentinel
+//!   pods (`redis.io/workload=sentinel`), which answer `/v1/status` with the generation of
+//!   the password their Sentinel uses.
 //! - [`status`] asks one peer for its [`InstanceReport`] within `timeout`, verifying its
 //!   certificate against the cluster CA under [`instance_api::server_name`] whatever IP it
 //!   dials, and sending the token and API version. Used by the primary isolation check and by
@@ -27,12 +29,30 @@ pub async fn list(
     cluster: &str,
     me: &str,
 ) -> Result<Vec<String>, kube::Error> {
+    ips(client, namespace, cluster, names::workload::DATA, me).await
+}
+
+/// IPs of the Sentinel pods of `cluster` (sentinel mode).
+pub async fn sentinels(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<String>, kube::Error> {
+    ips(client, namespace, cluster, names::workload::SENTINEL, "").await
+}
+
+async fn ips(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    workload: &str,
+    me: &str,
+) -> Result<Vec<String>, kube::Error> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let selector = format!(
-        "{}={cluster},{}={}",
+        "{}={cluster},{}={workload}",
         names::LABEL_CLUSTER,
         names::LABEL_WORKLOAD,
-        names::workload::DATA
     );
     let list = pods.list(&ListParams::default().labels(&selector)).await?;
     let mut ips: Vec<String> = list

@@ -14,32 +14,40 @@
 //!   only TLS and the Sentinel speaks TLS to the data pods and its peers; the manager's own
 //!   connections to Sentinels (readiness, seeding) then use TLS with the projected CA.
 //! - Every `--resync` seconds: a changed password is given to Sentinel (`SENTINEL SET
-//!   <cluster> auth-pass`); changed TLS files restart Sentinel (it reads them only at start;
+//!   <cluster> auth-pass`) once every data pod accepts it (the data pods take a rotated
+//!   password alongside the old one, and retire the old one only once every Sentinel pod
+//!   reports the new one's generation on `/v1/status`); changed TLS files restart Sentinel (it reads them only at start;
 //!   its state in `sentinel.conf` is kept); Sentinel exiting by itself ends the manager with
 //!   an error (the container restarts); SIGTERM stops it (SIGTERM, SIGKILL after
 //!   `--shutdown-grace`).
-//! - HTTPS on the pod IP:8080 with the instance API's certificate, only `/healthz` (200 while
-//!   the manager runs) and `/readyz` (200 when Sentinel answers and monitors the master).
+//! - HTTPS on the pod IP:8080 with the instance API's certificate: `/healthz` (200 while
+//!   the manager runs), `/readyz` (200 when Sentinel answers and monitors the master) and,
+//!   behind the instance API's token, `/v1/status` (role `sentinel`, and the `authGeneration`
+//!   of the password Sentinel was given).
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Json, Router};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio_util::sync::CancellationToken;
 
 use super::Settings;
 use super::dial::Dial;
-use super::sentinel_inputs::{dial_for, read_cluster, read_password, seed};
+use super::sentinel_inputs::{
+    accepted_by_every_instance, dial_for, read_cluster, read_password, seed,
+};
 use crate::crd::RedisCluster;
 use crate::https::{self, CertStore};
+use crate::instance_api::{Boot, InstanceReport};
 use crate::names;
 use crate::sentinel::quorum::Answer;
 use crate::sentinel::{CONF_FILE, client, conf};
@@ -52,11 +60,17 @@ struct Shared {
     waiting: Mutex<Option<String>>,
     /// How to reach Sentinels (TLS when the cluster has it), set from the cluster read.
     dial: Mutex<Dial>,
+    /// The password Sentinel was given (`auth-pass`); empty before it starts.
+    given: Mutex<String>,
 }
 
 impl Shared {
     fn dial(&self) -> Dial {
         self.dial.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn give(&self, password: &str) {
+        *self.given.lock().unwrap_or_else(|p| p.into_inner()) = password.to_owned();
     }
 }
 
@@ -77,6 +91,7 @@ pub async fn run(
         settings: settings.clone(),
         waiting: Mutex::new(Some("starting".into())),
         dial: Mutex::new(Dial::Tcp),
+        given: Mutex::new(String::new()),
     });
     let serving = shutdown.child_token();
     let server = serve(shared.clone(), serving.clone()).await?;
@@ -152,6 +167,7 @@ async fn supervise(
                 Ok(c) => {
                     child = Some(c);
                     password = now.clone();
+                    shared.give(&now);
                     loaded = tls_files(shared);
                     *shared.waiting.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 }
@@ -176,9 +192,14 @@ async fn supervise(
         } else if now != password {
             let ip = s.pod_ip.to_string();
             let dial = shared.dial();
+            if let Err(why) = accepted_by_every_instance(client, s, &dial, &now).await {
+                tracing::info!(%why, "keeping Sentinel on the previous password until every instance accepts the rotated one");
+                continue;
+            }
             match client::set_auth_pass(&dial, &ip, port(), &s.cluster, &now, ASK_TIMEOUT).await {
                 Ok(()) => {
                     tracing::info!("gave Sentinel the rotated password (auth-pass)");
+                    shared.give(&now);
                     password = now;
                 }
                 Err(e) => tracing::warn!(error = %e, "SENTINEL SET auth-pass failed; retrying"),
@@ -337,12 +358,57 @@ async fn serve(
         .await
         .with_context(|| format!("binding {addr}"))?;
     let config = https::tls_config(store)?;
+    let v1 = Router::new()
+        .route(names::PATH_STATUS, get(status))
+        .layer(middleware::from_fn_with_state(shared.clone(), authenticate));
     let router = Router::new()
         .route(names::PATH_HEALTHZ, get(healthz))
         .route(names::PATH_READYZ, get(readyz))
+        .merge(v1)
         .with_state(shared);
-    tracing::info!(%addr, "serving /healthz and /readyz");
+    tracing::info!(%addr, "serving /healthz, /readyz and /v1/status");
     Ok(tokio::spawn(https::serve(listener, router, config, stop)))
+}
+
+async fn authenticate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    super::api::guard(&shared.settings.token_dir, req, next).await
+}
+
+/// `/v1/status` of a Sentinel pod: what the data pods need to finish a password rotation.
+async fn status(State(shared): State<Arc<Shared>>) -> Json<InstanceReport> {
+    let waiting = shared
+        .waiting
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let given = shared
+        .given
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    Json(InstanceReport {
+        pod: shared.settings.pod.clone(),
+        boot: waiting.map_or(Boot::Running, |reason| Boot::Waiting { reason }),
+        fenced: false,
+        role: names::role::SENTINEL.into(),
+        replication_id: String::new(),
+        replication_id2: String::new(),
+        replication_offset: 0,
+        connected_replicas: 0,
+        replicas: Vec::new(),
+        master_host: String::new(),
+        master_port: 0,
+        master_link_status: String::new(),
+        master_sync_in_progress: false,
+        master_link_down_since_seconds: 0,
+        min_replicas_to_write: 0,
+        writes_refused: false,
+        auth_generation: if given.is_empty() {
+            String::new()
+        } else {
+            super::auth::generation(&given)
+        },
+    })
 }
 
 async fn healthz() -> Response {

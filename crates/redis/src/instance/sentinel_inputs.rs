@@ -6,6 +6,9 @@
 //! of this cluster is enough: the new Sentinel learns the rest from their hello messages),
 //! else `status.currentPrimary`'s pod IP; neither known is an error in words (the manager
 //! waits and says it on `/readyz`).
+//!
+//! Contract of [`accepted_by_every_instance`]: a rotated password reaches Sentinel
+//! (`auth-pass`) only once every data pod accepts it.
 
 use std::time::Duration;
 
@@ -112,4 +115,35 @@ pub async fn seed(
     data.get(&current).cloned().ok_or_else(|| {
         format!("the primary's pod {current} has no IP yet and no other Sentinel names a master")
     })
+}
+
+/// Whether every data pod of the cluster accepts `password` (`AUTH` on a fresh connection),
+/// or which one does not. A rotated password is given to Sentinel only then, so Sentinel's
+/// next connection to an instance is never refused.
+pub async fn accepted_by_every_instance(
+    client: &kube::Client,
+    s: &Settings,
+    dial: &Dial,
+    password: &str,
+) -> Result<(), String> {
+    let ips = tokio::time::timeout(
+        API_TIMEOUT,
+        super::peers::list(client, &s.namespace, &s.cluster, &s.pod),
+    )
+    .await
+    .map_err(|_| "listing the data pods: no answer".to_owned())?
+    .map_err(|e| format!("listing the data pods: {e}"))?;
+    if ips.is_empty() {
+        return Err("no data pod has an IP".into());
+    }
+    for ip in ips {
+        let mut c = dial
+            .conn(&ip, names::REDIS_PORT as u16, ASK_TIMEOUT)
+            .await
+            .map_err(|e| format!("{ip}: {e}"))?;
+        c.command(&["AUTH", password])
+            .await
+            .map_err(|e| format!("{ip} does not accept it yet: {e}"))?;
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod data;
+pub mod sentinel;
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use redis::crd::RedisCluster;
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 use testenv::{RequestCounts, TestNamespace};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -321,4 +323,66 @@ impl Drop for Env {
             task.abort();
         }
     }
+}
+
+/// The instances `rc`'s status reports as `master`.
+pub fn masters(rc: &RedisCluster) -> Vec<String> {
+    rc.status
+        .iter()
+        .flat_map(|s| s.instances_status.iter())
+        .filter(|(_, i)| i.role == "master")
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// Records, in order, the data pods of `cluster` that are deleted (by name) until dropped.
+pub fn record_deletions(
+    env: &Env,
+    cluster: &str,
+) -> (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::ResourceExt;
+    use kube::runtime::watcher;
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let cfg = watcher::Config::default().labels(&format!(
+        "redis.io/cluster={cluster},redis.io/workload=data"
+    ));
+    let stream = watcher(env.api::<Pod>(), cfg);
+    let out = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut deleting = std::collections::BTreeSet::new();
+        while let Some(Ok(ev)) = stream.next().await {
+            if let watcher::Event::Apply(p) | watcher::Event::Delete(p) = ev {
+                let uid = p.uid().unwrap_or_default();
+                if p.metadata.deletion_timestamp.is_some() && deleting.insert(uid) {
+                    out.lock().expect("deleted").push(p.name_any());
+                }
+            }
+        }
+    });
+    (seen, task)
+}
+
+/// Records `f` of every version of RedisCluster `name` (as a watch sees them), until the
+/// returned task is aborted.
+pub fn record_versions<T: Send + 'static>(
+    env: &Env,
+    name: &str,
+    f: impl Fn(RedisCluster) -> T + Send + 'static,
+) -> (Arc<Mutex<Vec<T>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let seen: Arc<Mutex<Vec<T>>> = Arc::new(Mutex::new(Vec::new()));
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let stream = watcher(env.clusters(), cfg).applied_objects();
+    let out = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(Ok(rc)) = stream.next().await {
+            let v = f(rc);
+            out.lock().expect("seen").push(v);
+        }
+    });
+    (seen, task)
 }

@@ -6,10 +6,10 @@
 //!   upstream: the `copy-manager` init container installs it) in a container `sentinel` of
 //!   image `spec.imageName`; the instance manager renders `sentinel.conf` into the pod's
 //!   emptyDir `/data` (Sentinel's state lives and dies with the pod) and runs Redis in
-//!   Sentinel mode. Ports 26379 `sentinel` and 8080 `http` (HTTPS: `/healthz`, `/readyz`
-//!   only). It sees the cluster's password (`auth-pass`) through the same projected Secret
-//!   as the data pods, and the instance API's serving certificate for its probes; no API
-//!   token (it serves no `/v1`). With TLS (`tlsSecret` and `caSecret`) the user's certificate,
+//!   Sentinel mode. Ports 26379 `sentinel` and 8080 `http` (HTTPS: `/healthz`, `/readyz`,
+//!   and `/v1/status` behind the API token, read by the data pods during a password
+//!   rotation). It sees the cluster's password (`auth-pass`) through the same projected
+//!   Secret as the data pods, the instance API's serving certificate and its token. With TLS (`tlsSecret` and `caSecret`) the user's certificate,
 //!   key and CA are projected read-only at `/tls` as in the data pods (Sentinel then listens
 //!   with TLS only), so the spec hash, and with it the Sentinel pods, follow TLS.
 //! - Labels `redis.io/instance=<pod>`, `redis.io/role=sentinel`, `redis.io/workload=sentinel`;
@@ -148,6 +148,7 @@ fn container(m: &Model) -> Container {
                 mount("controller", names::CONTROLLER_DIR, false),
                 mount("projected", names::PROJECTED_DIR, true),
                 mount("instance-tls", instance_api::TLS_MOUNT, true),
+                mount("instance-token", instance_api::TOKEN_MOUNT, true),
             ]
             .into_iter()
             .chain(tls_mount(m))
@@ -185,6 +186,7 @@ fn volumes(m: &Model) -> Vec<Volume> {
             ..Volume::default()
         },
         secret_volume("instance-tls", instance_api::server_secret(&m.name)),
+        secret_volume("instance-token", instance_api::token_secret(&m.name)),
     ]
     .into_iter()
     .chain(tls_volume(m))
@@ -257,7 +259,10 @@ mod tests {
             .flatten()
             .map(|v| v.mount_path.as_str())
             .collect();
-        assert!(!mounts.contains(&instance_api::TOKEN_MOUNT), "no API token");
+        assert!(
+            mounts.contains(&instance_api::TOKEN_MOUNT),
+            "the API token, for /v1/status"
+        );
         assert!(
             p.metadata
                 .annotations

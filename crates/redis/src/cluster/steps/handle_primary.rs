@@ -21,6 +21,9 @@
 //!   `FailoverAborted`, `SwitchoverAborted`, `FenceReleased`, `PrimaryNamed`,
 //!   `PromotionRefused`; the `redis_failover_total` and `redis_switchover_total` counters.
 //! - Requeues after a second while anything is under way.
+//! - In replica mode nothing is handed off (every instance follows the external source); the
+//!   step only names the designated leader of a new cluster (ordinal 0, `PrimaryNamed`), the
+//!   instance `promote` makes primary.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -541,7 +544,17 @@ impl Step<Pass> for HandlePrimary {
 
     fn run<'a>(&'a self, pass: &'a mut Pass) -> BoxFuture<'a, StepResult> {
         Box::pin(async move {
-            if pass.model.replica_mode || pass.model.hibernation {
+            if pass.model.hibernation {
+                return Ok(Flow::Continue);
+            }
+            if pass.model.replica_mode {
+                // No failover or switchover in replica mode, but `promote` needs the
+                // designated leader: a new replica cluster names ordinal 0, as a new cluster
+                // names its first primary.
+                if pass.model.status.current_primary.is_empty() {
+                    let zero = pass.model.pod_name(0);
+                    publish(pass, zero).await.map_err(HandoffError)?;
+                }
                 return Ok(Flow::Continue);
             }
             let zero = pass.model.pod_name(0);
