@@ -375,6 +375,7 @@ pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> Po
         );
         spec.containers.push(sidecar(image));
     }
+    super::delete_pods_for_buggification::apply_to_pod_spec(cluster, &id, &mut spec);
     spec
 }
 
