@@ -11,7 +11,8 @@
 //!   pod's zone into maintenance (`maintenance on <zone> 600`) with its group on the
 //!   operator's maintenance list before deleting the pod; once the new process runs,
 //!   MaintenanceModeChecker turns maintenance off (`maintenance off`) before the next zone
-//!   goes in, and a stale entry of a group that no longer exists is removed.
+//!   goes in, and a stale entry of a group that no longer exists is removed; the same
+//!   through the real CLI client and the `fdb-sim` stand-in for fdbcli.
 //! - A storage process that speaks an incompatible protocol (it leaves the process list and
 //!   shows in `incompatible_connections`) gets its pod recreated, and only that one.
 
@@ -173,7 +174,17 @@ fn watch_maintenance(h: &Harness, name: &str) -> MaintenanceSamples {
 
 #[tokio::test]
 async fn storage_updates_put_their_zone_in_maintenance_until_the_processes_restarted() {
-    let h = Harness::start("fdb-maint").await;
+    maintenance_rollout(Harness::start("fdb-maint").await).await;
+}
+
+/// The same through the real CLI client and `fdb-sim`: `maintenance on/off` as fdbcli
+/// commands, the maintenance list as `getrange`/`set`/`clear` of the operator's keys.
+#[tokio::test]
+async fn maintenance_through_the_cli_path() {
+    maintenance_rollout(Harness::start_cli("fdb-maint-cli", Default::default()).await).await;
+}
+
+async fn maintenance_rollout(h: Harness) {
     let name = "maint";
     h.simulate(name);
     let c = create(

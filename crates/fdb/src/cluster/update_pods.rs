@@ -232,7 +232,8 @@ impl UpdatePods {
 }
 
 /// The storage groups among `chosen` and their zone, when UpdatePods is to put that zone
-/// in maintenance (`UseMaintenanceModeChecker`, deletion mode `Zone` or `ProcessGroup`).
+/// in maintenance (`UseMaintenanceModeChecker`, deletion mode `Zone` or `ProcessGroup`, and
+/// the zone known).
 pub fn maintenance_targets(
     cluster: &FoundationDBCluster,
     groups: &[ProcessGroupStatus],
@@ -252,7 +253,11 @@ pub fn maintenance_targets(
                 .any(|(id, _)| g.process_group_id.as_str() == id)
         })
         .collect();
+    // A group whose zone is not known yet cannot name a zone for maintenance.
     let zone = storage.first()?.fault_domain.clone();
+    if zone.is_empty() {
+        return None;
+    }
     let ids = storage
         .iter()
         .map(|g| g.process_group_id.to_string())

@@ -191,4 +191,10 @@ fn maintenance_targets_are_the_storage_groups_when_enabled() {
         None,
         "no storage pod"
     );
+    let unknown = [group("storage-1", "", &[])];
+    assert_eq!(
+        maintenance_targets(&c, &unknown, &chosen),
+        None,
+        "zone not known yet"
+    );
 }
