@@ -15,6 +15,8 @@
 //!   through the real CLI client and the `fdb-sim` stand-in for fdbcli.
 //! - A storage process that speaks an incompatible protocol (it leaves the process list and
 //!   shows in `incompatible_connections`) gets its pod recreated, and only that one.
+//! - A knob change bounces the storage processes except the one of the group in
+//!   `buggify.ignoreDuringRestart`, which keeps its old command line.
 
 mod support;
 
@@ -306,5 +308,75 @@ async fn a_process_with_an_incompatible_protocol_gets_its_pod_recreated() {
     assert!(
         reasons.iter().any(|r| r == "RemovedIncompatibleProcesses"),
         "{reasons:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_bounce_leaves_out_the_groups_ignored_during_restart() {
+    let h = Harness::start("fdb-ignore-restart").await;
+    let name = "ignore";
+    h.simulate(name);
+    let c = create(&h, name, json!({"minimumUptimeSecondsForBounce": 15})).await;
+    let storage = ids(&c, "storage");
+    let ignored = storage.iter().next().unwrap().clone();
+    let db = h.db(name);
+    let ignored_address = db
+        .processes()
+        .into_iter()
+        .find(|p| p.instance_id == ignored)
+        .map(|p| p.address)
+        .unwrap();
+    let knob = json!({"spec": {
+        "buggify": {"ignoreDuringRestart": [ignored]},
+        "processes": {"storage": {"customParameters": ["knob_max_trace_lines=1000"]}},
+    }});
+    h.clusters()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&knob))
+        .await
+        .unwrap();
+    let flag = "--knob_max_trace_lines=1000";
+    testenv::eventually(
+        "the other storage processes bounced",
+        Duration::from_secs(240),
+        || {
+            let (db, storage, ignored) = (&db, &storage, &ignored);
+            async move {
+                let running: BTreeSet<String> = db
+                    .processes()
+                    .into_iter()
+                    .filter(|p| storage.contains(&p.instance_id) && p.command_line.contains(flag))
+                    .map(|p| p.instance_id)
+                    .collect();
+                let others: BTreeSet<String> = storage
+                    .iter()
+                    .filter(|id| *id != ignored)
+                    .cloned()
+                    .collect();
+                (running == others).then_some(())
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}: calls {:?}", db.calls()));
+    let kills: Vec<String> = db
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("kill"))
+        .collect();
+    assert!(!kills.is_empty());
+    for k in &kills {
+        assert!(
+            !k.contains(&format!(" {ignored_address}")),
+            "{ignored} left out: {kills:?}"
+        );
+    }
+    let still = db
+        .processes()
+        .into_iter()
+        .find(|p| p.instance_id == ignored)
+        .unwrap();
+    assert!(
+        !still.command_line.contains(flag),
+        "{ignored} still runs its old command line"
     );
 }
