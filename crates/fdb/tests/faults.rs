@@ -17,6 +17,8 @@
 //!   shows in `incompatible_connections`) gets its pod recreated, and only that one.
 //! - A knob change bounces the storage processes except the one of the group in
 //!   `buggify.ignoreDuringRestart`, which keeps its old command line.
+//! - A group listed for removal and in `buggify.blockRemoval` is excluded and verified but
+//!   keeps its pod; once unblocked, it is removed.
 
 mod support;
 
@@ -378,5 +380,68 @@ async fn a_bounce_leaves_out_the_groups_ignored_during_restart() {
     assert!(
         !still.command_line.contains(flag),
         "{ignored} still runs its old command line"
+    );
+}
+
+#[tokio::test]
+async fn a_group_in_block_removal_is_excluded_but_keeps_its_pod_until_unblocked() {
+    let h = Harness::start_with("fdb-block-removal", support::open_recovery_gates()).await;
+    let name = "block";
+    h.simulate(name);
+    let c = create(&h, name, json!({})).await;
+    let victim = ids(&c, "storage").into_iter().next().unwrap();
+    let pod_name = support::groups(&c)
+        .into_iter()
+        .find(|g| g.process_group_id.as_str() == victim)
+        .unwrap()
+        .pod_name(name);
+    let block = json!({"spec": {
+        "processGroupsToRemove": [victim],
+        "buggify": {"blockRemoval": [victim]},
+    }});
+    h.clusters()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&block))
+        .await
+        .unwrap();
+    let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
+    // Excluded and verified, and a later pass saw its resources still there.
+    testenv::eventually(
+        "the blocked group excluded, its pod kept",
+        Duration::from_secs(240),
+        || {
+            let (h, victim, pods, pod_name) = (&h, &victim, &pods, &pod_name);
+            async move {
+                let c = h.clusters().get(name).await.ok()?;
+                let g = support::groups(&c)
+                    .into_iter()
+                    .find(|g| g.process_group_id.as_str() == victim)?;
+                let terminating = g.has_condition("ResourcesTerminating");
+                (g.exclusion_timestamp.is_some() && terminating).then_some(())?;
+                let pod = pods.get_opt(pod_name).await.ok()??;
+                pod.metadata.deletion_timestamp.is_none().then_some(())
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}: calls {:?}", h.db(name).calls()));
+    assert_eq!(
+        ids(&h.clusters().get(name).await.unwrap(), "storage").len(),
+        4,
+        "replacement added"
+    );
+
+    let unblock = json!({"spec": {"buggify": null}});
+    h.clusters()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&unblock))
+        .await
+        .unwrap();
+    let c = h.removals_done(name, Duration::from_secs(240)).await;
+    assert!(
+        !ids(&c, "storage").contains(&victim),
+        "the group is gone once unblocked"
+    );
+    assert!(
+        pods.get_opt(&pod_name).await.unwrap().is_none(),
+        "and its pod"
     );
 }
