@@ -9,7 +9,9 @@
 //!   lead at once during a migration), `--max-concurrent-reconciles` (1), `--watch-namespace`
 //!   (`WATCH_NAMESPACE`), `--cli-timeout` (10) and `--max-cli-timeout` (40) in seconds,
 //!   `--minimum-recovery-time-for-exclusion` (120) and `--minimum-recovery-time-for-inclusion`
-//!   (600) in seconds, `--minimum-age-for-terminal-pod-deletion` (30s) and `--zap-log-level`
+//!   (600) in seconds, `--minimum-age-for-terminal-pod-deletion` (30s),
+//!   `--maintenance-list-stale-duration` (4h), `--maintenance-list-wait-duration` (5m),
+//!   `--enable-restart-incompatible-processes` (true) and `--zap-log-level`
 //!   (as `--log-level`). kit's own names (`--leader-elect`, `--probe-addr`, `--log-format`…)
 //!   work too. Flags upstream has that this operator does not implement are rejected by name,
 //!   not silently ignored.
@@ -88,6 +90,28 @@ pub struct Flags {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub minimum_age_for_terminal_pod_deletion: Duration,
 
+    /// Maintenance-list entries older than this are removed (`4h`; only with
+    /// `maintenanceModeOptions` letting the operator reset maintenance).
+    #[arg(long, default_value = "4h", value_parser = parse_duration)]
+    pub maintenance_list_stale_duration: Duration,
+
+    /// How long a listed process in another zone than the one in maintenance still blocks
+    /// the reset (`5m`).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub maintenance_list_wait_duration: Duration,
+
+    /// Restart (recreate the pods of) processes that connect with an incompatible protocol
+    /// (`--enable-restart-incompatible-processes=false` to disable).
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub enable_restart_incompatible_processes: bool,
+
     /// Where fdbcli, fdbbackup and fdbrestore are, one directory per `major.minor` version.
     #[arg(long, env = "FDB_BINARY_DIR")]
     pub fdb_binary_dir: Option<PathBuf>,
@@ -137,6 +161,9 @@ impl Flags {
             minimum_recovery_time_for_exclusion: self.minimum_recovery_time_for_exclusion,
             minimum_recovery_time_for_inclusion: self.minimum_recovery_time_for_inclusion,
             minimum_age_for_terminal_pod_deletion: self.minimum_age_for_terminal_pod_deletion,
+            maintenance_list_stale_duration: self.maintenance_list_stale_duration,
+            maintenance_list_wait_duration: self.maintenance_list_wait_duration,
+            restart_incompatible_processes: self.enable_restart_incompatible_processes,
             ..Options::default()
         }
     }
@@ -294,6 +321,22 @@ mod tests {
         assert_eq!(f.options(), Options::default());
         assert_eq!(f.cli_timeout, 10);
         assert_eq!(f.max_cli_timeout, 40);
+    }
+
+    #[test]
+    fn maintenance_and_incompatible_process_flags() {
+        let f = parse(&[
+            "--maintenance-list-stale-duration=1h",
+            "--maintenance-list-wait-duration=30s",
+            "--enable-restart-incompatible-processes=false",
+        ])
+        .expect("parse");
+        let o = f.options();
+        assert_eq!(o.maintenance_list_stale_duration, Duration::from_secs(3600));
+        assert_eq!(o.maintenance_list_wait_duration, Duration::from_secs(30));
+        assert!(!o.restart_incompatible_processes);
+        let on = parse(&["--enable-restart-incompatible-processes"]).expect("parse");
+        assert!(on.options().restart_incompatible_processes);
     }
 
     #[test]

@@ -26,6 +26,10 @@
 //!   (data unhealthy, `min_replicas_remaining` lowered) until it comes back or
 //!   [`FakeDatabase::set_heal_reads`] status reads have re-replicated its data.
 //! - `cluster.clients.supported_versions` is what the test sets ([`FakeDatabase::set_clients`]).
+//! - `maintenance on <zone> <secs>` sets `cluster.maintenance_zone` until the clock passes
+//!   the duration or `maintenance off`; the operator's maintenance list is a map of group
+//!   to timestamp. [`FakeDatabase::make_incompatible`] turns a process into an incompatible
+//!   connection until its pod is replaced.
 //! - The lock follows [`super::lock`] exactly (expiry against the clock, deny list, owner
 //!   take-over); every instance created by [`FakeDatabase::lock_client`] shares the records.
 //! - Every call is logged in fdbcli's words (lock takes as `lock <owner>: taken|held by
@@ -97,7 +101,11 @@ struct State {
     deny_list: BTreeSet<String>,
     upgrades: BTreeMap<String, BTreeSet<String>>,
     maintenance_zone: String,
+    // Clock second at which the maintenance zone lapses (`maintenance on <zone> <secs>`).
+    maintenance_until: i64,
     maintenance: BTreeMap<String, i64>,
+    // Instance ID -> UID of the pod whose process speaks an incompatible protocol.
+    incompatible: BTreeMap<String, String>,
     // Stateful instance IDs seen with data, not excluded: one that is gone costs a replica
     // until its data is re-replicated (status reads left) or it comes back.
     stateful: BTreeMap<String, u32>,
@@ -264,6 +272,15 @@ impl FakeDatabase {
             .collect()
     }
 
+    /// The zone in maintenance (empty when none, or once it lapsed).
+    pub fn maintenance_zone(&self) -> String {
+        let st = self.st();
+        if st.now() >= st.maintenance_until {
+            return String::new();
+        }
+        st.maintenance_zone.clone()
+    }
+
     /// A lock client for the operator instance `owner` (its process-group-ID prefix).
     pub fn lock_client(&self, owner: &str, duration_secs: i64) -> FakeLockClient {
         FakeLockClient {
@@ -331,7 +348,14 @@ impl FakeDatabase {
         s.cluster.configuration = configuration;
         let now = st.now();
         let elapsed = (now - st.last_recovery) as f64;
+        if !st.maintenance_zone.is_empty() && now >= st.maintenance_until {
+            st.maintenance_zone.clear();
+        }
         for p in st.processes.values() {
+            if st.incompatible.get(&p.instance_id) == Some(&p.pod) {
+                s.cluster.incompatible_connections.push(p.address.clone());
+                continue;
+            }
             let excluded = st.excluded(p).is_some();
             let mut roles = Vec::new();
             if coordinators.contains(&p.address) && !excluded {
@@ -627,6 +651,7 @@ impl AdminClient for FakeDatabase {
             format!("maintenance on {zone} {seconds}"),
         )?;
         st.maintenance_zone = zone.to_owned();
+        st.maintenance_until = st.now() + seconds;
         Ok(())
     }
 

@@ -7,6 +7,21 @@ use super::{FakeDatabase, FakeProcess};
 use crate::crd::ProcessClass;
 
 impl FakeDatabase {
+    /// Makes the process of group `instance_id` speak an incompatible protocol, as one
+    /// that missed an upgrade's kill: it leaves the process list and its address shows in
+    /// `cluster.incompatible_connections` until its pod is replaced (a new pod is a new,
+    /// compatible process).
+    pub fn make_incompatible(&self, instance_id: &str) {
+        let mut st = self.st();
+        let pod = st
+            .processes
+            .values()
+            .find(|p| p.instance_id == instance_id)
+            .map(|p| p.pod.clone())
+            .unwrap_or_default();
+        st.incompatible.insert(instance_id.to_owned(), pod);
+    }
+
     /// Derives the processes from pods as upstream's mock does: one process per running pod
     /// with an IP, at `<pod IP>:4501`, class and instance ID from the pod's labels, zone = the
     /// pod's `FDB_ZONE_ID` (its name or its node). Pods without an IP or being deleted have no

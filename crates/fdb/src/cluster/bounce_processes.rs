@@ -20,6 +20,8 @@
 //! - Then the global lock, and one `kill` of every candidate address at once (upstream's
 //!   default: all processes together, not zone by zone), an Event `BouncedProcesses`, and the
 //!   cached status's recovery timer reset so later steps of the pass see the recovery.
+//! - Addresses on the machines of groups in `buggify.ignoreDuringRestart` are left out of
+//!   every kill ([`without_ignored`]); nothing left means nothing is killed.
 //! - Protocol-incompatible upgrades (reference §6): groups with `IncorrectPodSpec` and groups
 //!   removed and excluded are bounced too, and a group waits while its config map or its
 //!   sidecar image (the staged binaries) is not current. Every process not on the target
@@ -29,6 +31,7 @@
 //!   upgrades are cleared. Then one `kill_for_upgrade` (kill twice) of all of them, and the
 //!   pass stops so the next one reads the new versions.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -37,7 +40,7 @@ use kit::pipeline::{Flow, Step, StepResult};
 
 use super::{Pass, step_error};
 use crate::admin::FdbStatus;
-use crate::crd::{ProcessAddress, ProcessGroupStatus, condition};
+use crate::crd::{FoundationDBCluster, ProcessAddress, ProcessGroupStatus, condition};
 
 step_error!(BounceProcessesError, "bouncing processes");
 
@@ -134,6 +137,33 @@ fn addresses(db: &FdbStatus, ids: &[String]) -> Vec<ProcessAddress> {
         .collect()
 }
 
+/// `targets` without the machines of the process groups in `buggify.ignoreDuringRestart`
+/// (by the status's `instance_id` locality, matched on the IP as upstream does).
+pub fn without_ignored(
+    cluster: &FoundationDBCluster,
+    db: &FdbStatus,
+    targets: Vec<ProcessAddress>,
+) -> Vec<ProcessAddress> {
+    let ignored = &cluster.spec.buggify.ignore_during_restart;
+    if ignored.is_empty() {
+        return targets;
+    }
+    let hosts: BTreeSet<String> = db
+        .cluster
+        .processes
+        .values()
+        .filter(|p| {
+            p.instance_id()
+                .is_some_and(|id| ignored.iter().any(|i| i.as_str() == id))
+        })
+        .filter_map(|p| Some(p.parsed_address()?.host))
+        .collect();
+    targets
+        .into_iter()
+        .filter(|a| !hosts.contains(&a.host))
+        .collect()
+}
+
 impl BounceProcesses {
     async fn run_step(&self, pass: &mut Pass) -> Result<Flow, BounceProcessesError> {
         if !pass.cluster.kill_processes_enabled() {
@@ -165,6 +195,11 @@ impl BounceProcesses {
         let targets = addresses(&db, &ids);
         if targets.is_empty() {
             return Ok(Flow::delay(Duration::from_secs(15)));
+        }
+        let targets = without_ignored(&pass.cluster, &db, targets);
+        if targets.is_empty() {
+            tracing::info!(cluster = %pass.name(), groups = ?ids, "every process to bounce is in buggify.ignoreDuringRestart");
+            return Ok(Flow::Continue);
         }
         if let Err(e) = pass.take_lock().await {
             tracing::info!(cluster = %pass.name(), error = %e, "waiting for the lock");
@@ -235,6 +270,10 @@ async fn upgrade(
         lock.clear_pending_upgrades().await?;
     }
     let targets: Vec<ProcessAddress> = pending.into_iter().map(|(_, a)| a).collect();
+    let targets = without_ignored(&pass.cluster, db, targets);
+    if targets.is_empty() {
+        return Ok(Flow::Continue);
+    }
     let list: Vec<String> = targets.iter().map(ToString::to_string).collect();
     tracing::info!(cluster = %pass.name(), %version, addresses = ?list, "upgrading: killing every process");
     pass.admin().kill_for_upgrade(&targets).await?;

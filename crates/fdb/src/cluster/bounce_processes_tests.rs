@@ -153,3 +153,58 @@ fn addresses_are_the_groups_processes() {
         .collect();
     assert_eq!(got, vec!["127.1.0.2:4501"]);
 }
+
+#[test]
+fn ignore_during_restart_leaves_out_the_groups_machines() {
+    let mut s = status(3600.0, &[]);
+    for (key, id, address) in [
+        ("a", "storage-1", "127.1.0.1:4501"),
+        ("b", "storage-2", "127.1.0.2:4501"),
+        ("c", "log-1", "127.1.0.3:4501"),
+    ] {
+        s.cluster.processes.insert(
+            key.into(),
+            ProcessInfo {
+                address: address.into(),
+                locality: [("instance_id".to_string(), id.to_string())].into(),
+                ..Default::default()
+            },
+        );
+    }
+    let cluster = |ignore: serde_json::Value| -> FoundationDBCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps.foundationdb.org/v1beta2",
+            "kind": "FoundationDBCluster",
+            "metadata": {"name": "c"},
+            "spec": {"version": "7.1.57", "buggify": {"ignoreDuringRestart": ignore}},
+        }))
+        .unwrap()
+    };
+    let all = || {
+        addresses(
+            &s,
+            &["storage-1".into(), "storage-2".into(), "log-1".into()],
+        )
+    };
+    let kept = |ignore: serde_json::Value| -> Vec<String> {
+        without_ignored(&cluster(ignore), &s, all())
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    assert_eq!(kept(serde_json::json!([])).len(), 3, "nothing ignored");
+    assert_eq!(
+        kept(serde_json::json!(["storage-2"])),
+        vec!["127.1.0.1:4501", "127.1.0.3:4501"]
+    );
+    assert_eq!(
+        kept(serde_json::json!(["storage-1", "storage-2", "log-1"])),
+        Vec::<String>::new(),
+        "everything ignored: nothing to kill"
+    );
+    assert_eq!(
+        kept(serde_json::json!(["storage-9"])).len(),
+        3,
+        "unknown group"
+    );
+}

@@ -27,11 +27,14 @@ pub mod check_client_compatibility;
 pub mod choose_removals;
 pub mod conditions;
 pub mod coordinators;
+pub mod delete_pods_for_buggification;
 pub mod delete_terminal_pods;
 pub mod exclude_processes;
 pub mod fault_tolerance;
 pub mod generate_initial_cluster_file;
+pub mod maintenance_mode_checker;
 pub mod monitor;
+pub mod remove_incompatible_processes;
 pub mod remove_process_groups;
 pub mod remove_services;
 pub mod replace_failed_process_groups;
@@ -85,6 +88,14 @@ pub struct Options {
     pub max_active_generations: i64,
     /// `--minimum-age-for-terminal-pod-deletion` (30 s).
     pub minimum_age_for_terminal_pod_deletion: Duration,
+    /// `--maintenance-list-stale-duration` (4 h): maintenance-list entries older than this
+    /// are removed.
+    pub maintenance_list_stale_duration: Duration,
+    /// `--maintenance-list-wait-duration` (5 min): a listed process in another zone than
+    /// the one in maintenance still blocks the reset for this long.
+    pub maintenance_list_wait_duration: Duration,
+    /// `--enable-restart-incompatible-processes` (on): RemoveIncompatibleProcesses runs.
+    pub restart_incompatible_processes: bool,
 }
 
 impl Default for Options {
@@ -96,6 +107,9 @@ impl Default for Options {
             minimum_uptime_for_coordinator_change: 300.0,
             max_active_generations: 10,
             minimum_age_for_terminal_pod_deletion: Duration::from_secs(30),
+            maintenance_list_stale_duration: Duration::from_secs(4 * 3600),
+            maintenance_list_wait_duration: Duration::from_secs(300),
+            restart_incompatible_processes: true,
         }
     }
 }
@@ -414,14 +428,14 @@ impl Pass {
     }
 }
 
-/// The cluster pipeline in upstream's order (the steps not built yet are absent; see
-/// docs/fdb.md).
+/// The cluster pipeline in upstream's order (reference §4).
 pub fn pipeline() -> Pipeline<Pass> {
     Pipeline::new()
         .step(update_status::UpdateStatus)
         .step(update_lock_configuration::UpdateLockConfiguration)
         .step(update_config_map::UpdateConfigMap)
         .step(check_client_compatibility::CheckClientCompatibility)
+        .step(delete_pods_for_buggification::DeletePodsForBuggification)
         .step(delete_terminal_pods::DeleteTerminalPods)
         .step(replace_misconfigured_process_groups::ReplaceMisconfiguredProcessGroups)
         .step(replace_failed_process_groups::ReplaceFailedProcessGroups)
@@ -430,6 +444,7 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(add_pvcs::AddPvcs)
         .step(add_pods::AddPods)
         .step(generate_initial_cluster_file::GenerateInitialClusterFile)
+        .step(remove_incompatible_processes::RemoveIncompatibleProcesses)
         .step(update_sidecar_versions::UpdateSidecarVersions)
         .step(update_pod_config::UpdatePodConfig)
         .step(update_metadata::UpdateMetadata)
@@ -438,6 +453,7 @@ pub fn pipeline() -> Pipeline<Pass> {
         .step(exclude_processes::ExcludeProcesses)
         .step(change_coordinators::ChangeCoordinators)
         .step(bounce_processes::BounceProcesses)
+        .step(maintenance_mode_checker::MaintenanceModeChecker)
         .step(update_pods::UpdatePods)
         .step(remove_process_groups::RemoveProcessGroups)
         .step(remove_services::RemoveServices)
@@ -455,6 +471,7 @@ mod tests {
                 "update_lock_configuration",
                 "update_config_map",
                 "check_client_compatibility",
+                "delete_pods_for_buggification",
                 "delete_terminal_pods",
                 "replace_misconfigured_process_groups",
                 "replace_failed_process_groups",
@@ -463,6 +480,7 @@ mod tests {
                 "add_pvcs",
                 "add_pods",
                 "generate_initial_cluster_file",
+                "remove_incompatible_processes",
                 "update_sidecar_versions",
                 "update_pod_config",
                 "update_metadata",
@@ -471,6 +489,7 @@ mod tests {
                 "exclude_processes",
                 "change_coordinators",
                 "bounce_processes",
+                "maintenance_mode_checker",
                 "update_pods",
                 "remove_process_groups",
                 "remove_services",

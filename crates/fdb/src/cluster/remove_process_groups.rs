@@ -17,6 +17,8 @@
 //!   `--minimum-recovery-time-for-inclusion`, 600 s, and recovery state `fully_recovered` or
 //!   `all_logs_recruited`) and the lock; then they leave the status. Groups needing no
 //!   include leave it directly. A failed or deferred include is a delayed requeue (60 s).
+//! - Groups in `buggify.blockRemoval` are excluded (and verified) but their resources are
+//!   never deleted while listed ([`removable`]); nothing else removable ⇒ continue.
 //! - Not built: `waitBetweenRemovalsSeconds`, the zone-wise removal mode (every removable
 //!   group is removed at once, mode `All`).
 
@@ -32,7 +34,7 @@ use super::exclude_processes::targets;
 use super::fault_tolerance::has_desired_fault_tolerance;
 use super::{Pass, step_error};
 use crate::admin::FdbStatus;
-use crate::crd::{ConnectionString, ProcessAddress, ProcessGroupStatus};
+use crate::crd::{ConnectionString, FoundationDBCluster, ProcessAddress, ProcessGroupStatus};
 
 step_error!(RemoveProcessGroupsError, "removing process groups");
 
@@ -121,6 +123,21 @@ pub fn needs_deletions(
     })
 }
 
+/// The groups whose resources may go: marked for removal, exclusion verified, and not in
+/// `buggify.blockRemoval`.
+pub fn removable(
+    cluster: &FoundationDBCluster,
+    groups: &[ProcessGroupStatus],
+) -> Vec<ProcessGroupStatus> {
+    let blocked = &cluster.spec.buggify.block_removal;
+    groups
+        .iter()
+        .filter(|g| g.is_marked_for_removal() && g.is_excluded())
+        .filter(|g| !blocked.contains(&g.process_group_id))
+        .cloned()
+        .collect()
+}
+
 impl RemoveProcessGroups {
     async fn run_step(&self, pass: &mut Pass) -> Result<Flow, RemoveProcessGroupsError> {
         let groups = pass.status().process_groups.clone();
@@ -191,13 +208,12 @@ impl RemoveProcessGroups {
         let pods = pass.pods().await?;
         let pvcs = pass.pvcs().await?;
         let services = pass.services().await?;
-        let excluded: Vec<ProcessGroupStatus> = pass
-            .status()
-            .process_groups
-            .iter()
-            .filter(|g| g.is_marked_for_removal() && g.is_excluded())
-            .cloned()
-            .collect();
+        let now_groups = pass.status().process_groups.clone();
+        let excluded = removable(&pass.cluster, &now_groups);
+        if excluded.is_empty() {
+            tracing::info!(cluster = %pass.name(), "every excluded group is in buggify.blockRemoval");
+            return Ok(Flow::Continue);
+        }
         if needs_deletions(&excluded, &pods, &pvcs, &services)
             && !pass
                 .db
@@ -402,6 +418,46 @@ mod tests {
         for (name, db, want) in cases {
             assert_eq!(classify("storage-1", &db), want, "{name}");
         }
+    }
+
+    #[test]
+    fn blocked_removals_keep_their_resources() {
+        let t = jiff::Timestamp::UNIX_EPOCH;
+        let g = |id: &str, removed: bool, excluded: bool| {
+            let mut g =
+                ProcessGroupStatus::new(ProcessGroupId::new(id), ProcessClass::new("storage"), t);
+            if removed {
+                g.mark_for_removal(t);
+            }
+            if excluded {
+                g.set_exclude(t);
+            }
+            g
+        };
+        let groups = [
+            g("storage-1", true, true),
+            g("storage-2", true, true),
+            g("storage-3", true, false),
+            g("storage-4", false, false),
+        ];
+        let cluster = |blocked: serde_json::Value| -> FoundationDBCluster {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "apps.foundationdb.org/v1beta2",
+                "kind": "FoundationDBCluster",
+                "metadata": {"name": "c"},
+                "spec": {"version": "7.1.57", "buggify": {"blockRemoval": blocked}},
+            }))
+            .unwrap()
+        };
+        let ids = |blocked| -> Vec<String> {
+            removable(&cluster(blocked), &groups)
+                .iter()
+                .map(|g| g.process_group_id.to_string())
+                .collect()
+        };
+        assert_eq!(ids(serde_json::json!([])), ["storage-1", "storage-2"]);
+        assert_eq!(ids(serde_json::json!(["storage-1"])), ["storage-2"]);
+        assert!(ids(serde_json::json!(["storage-1", "storage-2"])).is_empty());
     }
 
     #[test]

@@ -248,7 +248,8 @@ fn sidecar(image: String) -> Container {
 }
 
 /// The desired pod spec of `group` (before hashing): the class's pod template with the main
-/// container's image, environment and mounts, and the sidecar.
+/// container's image, environment and mounts, and the sidecar; then the group's `buggify`
+/// options (crash loop, no-schedule affinity: [`super::delete_pods_for_buggification`]).
 pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> PodSpec {
     let class = &group.process_class;
     let settings = cluster.process_settings(class);
@@ -375,6 +376,7 @@ pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> Po
         );
         spec.containers.push(sidecar(image));
     }
+    super::delete_pods_for_buggification::apply_to_pod_spec(cluster, &id, &mut spec);
     spec
 }
 

@@ -18,9 +18,16 @@
 //! - By `automationOptions.deletionMode`: `Zone` (default) the candidates of one fault
 //!   domain (the group's `faultDomain`; the first in order), `ProcessGroup` one pod, `All`
 //!   every candidate, `None` nothing (stop with a Warning Event `UpdatePodsDisabled`).
+//!   In mode `Zone`, while a zone is in maintenance (or the status is unknown), zones other
+//!   than that one holding storage pods are skipped.
 //! - Then the database must have its desired fault tolerance (else stop, 15 s), the global
-//!   lock is taken (not in mode `All`, as upstream), the pods are deleted (Event
-//!   `RecreatingPods`) and the pass goes on with a delayed requeue (5 s).
+//!   lock is taken (not in mode `All`, as upstream). With `UseMaintenanceModeChecker` and
+//!   mode `Zone` or `ProcessGroup`, when storage pods are among those to delete
+//!   ([`maintenance_targets`]): another zone in maintenance ⇒ delayed requeue (15 s);
+//!   otherwise their groups go on the operator's maintenance list (now) and their zone into
+//!   maintenance for `maintenanceModeTimeSeconds` (600 s); MaintenanceModeChecker turns it
+//!   off once they restarted. Then the pods are deleted (Event `RecreatingPods`) and the
+//!   pass goes on with a delayed requeue (5 s).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -79,10 +86,12 @@ pub fn plan(
     pods: &BTreeMap<String, Pod>,
     pvcs: &BTreeMap<String, PersistentVolumeClaim>,
     now: Timestamp,
+    maintenance_zone: &str,
 ) -> Plan {
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let terminating_limit = cluster.ignore_terminating_pods().as_secs() as i64;
     let mut by_zone: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    let mut storage_zones = std::collections::BTreeSet::new();
     let mut waits = Vec::new();
     let mut down_zones = std::collections::BTreeSet::new();
     for g in groups.iter().filter(|g| !g.is_marked_for_removal()) {
@@ -121,6 +130,9 @@ pub fn plan(
         {
             continue;
         }
+        if g.process_class.as_str() == "storage" {
+            storage_zones.insert(g.fault_domain.clone());
+        }
         by_zone
             .entry(g.fault_domain.clone())
             .or_default()
@@ -140,7 +152,18 @@ pub fn plan(
         "None" => Plan::Disabled(all.map(|(id, _)| id).collect()),
         "All" => Plan::Delete(all.collect()),
         "ProcessGroup" => Plan::Delete(all.next().into_iter().collect()),
-        _ => Plan::Delete(by_zone.into_values().next().unwrap_or_default()),
+        _ => {
+            // While another zone is in maintenance, a zone with storage pods waits.
+            let blocked = |zone: &String| {
+                !maintenance_zone.is_empty()
+                    && zone != maintenance_zone
+                    && storage_zones.contains(zone)
+            };
+            match by_zone.into_iter().find(|(zone, _)| !blocked(zone)) {
+                Some((_, chosen)) => Plan::Delete(chosen),
+                None => Plan::Wait(format!("zone {maintenance_zone} is in maintenance")),
+            }
+        }
     }
 }
 
@@ -152,7 +175,11 @@ impl UpdatePods {
         let pods = pass.pods().await?;
         let pvcs = pass.pvcs().await?;
         let groups = pass.status().process_groups.clone();
-        let chosen = match plan(&pass.cluster, &groups, &pods, &pvcs, pass.now) {
+        // Unknown maintenance state: assume some zone is in maintenance, as upstream.
+        let zone = pass.db.as_ref().map_or("unknown".to_owned(), |db| {
+            db.cluster.maintenance_zone.clone()
+        });
+        let chosen = match plan(&pass.cluster, &groups, &pods, &pvcs, pass.now, &zone) {
             Plan::Nothing => return Ok(Flow::Continue),
             Plan::Wait(why) => {
                 tracing::info!(cluster = %pass.name(), %why, "pod updates wait");
@@ -182,6 +209,9 @@ impl UpdatePods {
             tracing::info!(cluster = %pass.name(), error = %e, "waiting for the lock");
             return Ok(Flow::delay(Duration::from_secs(10)));
         }
+        if let Some(flow) = set_maintenance(pass, &groups, &chosen, &zone).await? {
+            return Ok(flow);
+        }
         let api = pass.api::<Pod>();
         for (id, pod) in &chosen {
             tracing::info!(cluster = %pass.name(), group = %id, %pod, "recreating a pod with an outdated spec");
@@ -199,6 +229,65 @@ impl UpdatePods {
         pass.event(false, "RecreatingPods", note).await;
         Ok(Flow::delay(Duration::from_secs(5)))
     }
+}
+
+/// The storage groups among `chosen` and their zone, when UpdatePods is to put that zone
+/// in maintenance (`UseMaintenanceModeChecker`, deletion mode `Zone` or `ProcessGroup`, and
+/// the zone known).
+pub fn maintenance_targets(
+    cluster: &FoundationDBCluster,
+    groups: &[ProcessGroupStatus],
+    chosen: &[(String, String)],
+) -> Option<(String, Vec<String>)> {
+    if !cluster.use_maintenance_mode()
+        || !matches!(cluster.deletion_mode(), "Zone" | "ProcessGroup")
+    {
+        return None;
+    }
+    let storage: Vec<&ProcessGroupStatus> = groups
+        .iter()
+        .filter(|g| g.process_class.as_str() == "storage")
+        .filter(|g| {
+            chosen
+                .iter()
+                .any(|(id, _)| g.process_group_id.as_str() == id)
+        })
+        .collect();
+    // A group whose zone is not known yet cannot name a zone for maintenance.
+    let zone = storage.first()?.fault_domain.clone();
+    if zone.is_empty() {
+        return None;
+    }
+    let ids = storage
+        .iter()
+        .map(|g| g.process_group_id.to_string())
+        .collect();
+    Some((zone, ids))
+}
+
+/// Records the storage groups about to go down in the maintenance list and puts their zone
+/// in maintenance; `Some` (a delayed requeue) while another zone is in maintenance.
+async fn set_maintenance(
+    pass: &Pass,
+    groups: &[ProcessGroupStatus],
+    chosen: &[(String, String)],
+    current: &str,
+) -> Result<Option<Flow>, UpdatePodsError> {
+    let Some((zone, ids)) = maintenance_targets(&pass.cluster, groups, chosen) else {
+        return Ok(None);
+    };
+    if !current.is_empty() && current != zone {
+        tracing::info!(cluster = %pass.name(), %current, %zone, "Pods need to be recreated: another zone is in maintenance");
+        return Ok(Some(Flow::delay(Duration::from_secs(15))));
+    }
+    let admin = pass.admin();
+    tracing::info!(cluster = %pass.name(), %zone, groups = ?ids, "setting maintenance mode");
+    admin
+        .set_processes_under_maintenance(&ids, pass.now.as_second())
+        .await?;
+    let secs = pass.cluster.maintenance_mode_time_seconds();
+    admin.set_maintenance_zone(&zone, secs).await?;
+    Ok(None)
 }
 
 impl Step<Pass> for UpdatePods {

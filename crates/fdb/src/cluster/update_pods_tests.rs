@@ -85,7 +85,7 @@ fn plan_table() {
             groups.push(g);
         }
         assert_eq!(
-            plan(&c, &groups, &pods, &BTreeMap::new(), t(150)),
+            plan(&c, &groups, &pods, &BTreeMap::new(), t(150), ""),
             case.want,
             "{}",
             case.name
@@ -105,7 +105,8 @@ fn delete_strategy_recreates_logs_too_and_zone_limits_hold() {
             std::slice::from_ref(&g),
             &pods,
             &BTreeMap::new(),
-            t(150)
+            t(150),
+            ""
         ),
         delete(&["log-1"])
     );
@@ -114,7 +115,86 @@ fn delete_strategy_recreates_logs_too_and_zone_limits_hold() {
     let mut pods = pods;
     pods.insert("storage-2".into(), pod(&c, &down, false));
     assert_eq!(
-        plan(&c, &[g, down], &pods, &BTreeMap::new(), t(150)),
+        plan(&c, &[g, down], &pods, &BTreeMap::new(), t(150), ""),
         Plan::Wait("1 zones have unavailable pods".into())
+    );
+}
+
+#[test]
+fn zones_with_storage_wait_while_another_zone_is_in_maintenance() {
+    let c = cluster("");
+    let groups = vec![
+        group("storage-1", "a", &[]),
+        group("storage-2", "b", &[]),
+        group("stateless-1", "c", &[]),
+    ];
+    let pods: BTreeMap<String, Pod> = groups
+        .iter()
+        .map(|g| (g.process_group_id.to_string(), pod(&c, g, true)))
+        .collect();
+    let run = |zone: &str| plan(&c, &groups, &pods, &BTreeMap::new(), t(150), zone);
+    assert_eq!(
+        run(""),
+        delete(&["storage-1"]),
+        "no maintenance: first zone"
+    );
+    assert_eq!(
+        run("b"),
+        delete(&["storage-2"]),
+        "the zone in maintenance goes on"
+    );
+    // Stateless pods are replaced by the default strategy, so only storage zones are left.
+    assert_eq!(run("x"), Plan::Wait("zone x is in maintenance".into()));
+    assert_eq!(
+        run("unknown"),
+        Plan::Wait("zone unknown is in maintenance".into())
+    );
+    let mut all = cluster("All");
+    all.spec.automation_options.pod_update_strategy = "Delete".into();
+    let got = plan(&all, &groups, &pods, &BTreeMap::new(), t(150), "x");
+    assert_eq!(
+        got,
+        delete(&["storage-1", "storage-2", "stateless-1"]),
+        "mode All ignores it"
+    );
+}
+
+#[test]
+fn maintenance_targets_are_the_storage_groups_when_enabled() {
+    let groups = vec![group("storage-1", "a", &[]), group("log-1", "a", &[])];
+    let chosen: Vec<(String, String)> = ["storage-1", "log-1"]
+        .iter()
+        .map(|id| (id.to_string(), format!("c-{id}")))
+        .collect();
+    let with = |mode: &str, on: Option<bool>| {
+        let mut c = cluster(mode);
+        c.spec
+            .automation_options
+            .maintenance_mode_options
+            .use_maintenance_mode_checker = on;
+        maintenance_targets(&c, &groups, &chosen)
+    };
+    let want = Some(("a".to_string(), vec!["storage-1".to_string()]));
+    assert_eq!(with("", Some(true)), want, "Zone (default)");
+    assert_eq!(with("ProcessGroup", Some(true)), want);
+    assert_eq!(with("All", Some(true)), None, "mode All");
+    assert_eq!(with("", None), None, "off by default");
+    assert_eq!(with("", Some(false)), None);
+    let mut c = cluster("");
+    c.spec
+        .automation_options
+        .maintenance_mode_options
+        .use_maintenance_mode_checker = Some(true);
+    let logs_only = [("log-1".to_string(), "c-log-1".to_string())];
+    assert_eq!(
+        maintenance_targets(&c, &groups, &logs_only),
+        None,
+        "no storage pod"
+    );
+    let unknown = [group("storage-1", "", &[])];
+    assert_eq!(
+        maintenance_targets(&c, &unknown, &chosen),
+        None,
+        "zone not known yet"
     );
 }

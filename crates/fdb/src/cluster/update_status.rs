@@ -11,6 +11,8 @@
 //!   only from an available database, and each process group's conditions follow its pod,
 //!   PVC and processes ([`update_group`]). Groups named in the spec's removal lists are
 //!   marked for removal (without exclusion for `processGroupsToRemoveWithoutExclusion`).
+//!   A storage group in the database's maintenance zone keeps its conditions unchanged
+//!   ([`under_maintenance`]).
 //! - [`check_reconciliation`] sets the generation markers; when nothing blocks,
 //!   `generations.reconciled` becomes `metadata.generation` and the global lock, if held,
 //!   is released.
@@ -75,6 +77,16 @@ fn wrong_command_line(p: &ProcessInfo, seen: &Observed) -> bool {
         p.version != *want && p.version.strip_suffix("-PRERELEASE") != Some(want.as_str())
     });
     line || version
+}
+
+/// A storage group whose fault domain is the database's maintenance zone: its conditions
+/// are left as they are while the zone is in maintenance, so a pod taken down on purpose
+/// does not look failed (upstream's `IsUnderMaintenance`).
+pub fn under_maintenance(group: &ProcessGroupStatus, zone: &str) -> bool {
+    group.process_class.as_str() == "storage"
+        && !zone.is_empty()
+        && !group.fault_domain.is_empty()
+        && group.fault_domain == zone
 }
 
 /// Updates `group`'s conditions and addresses from what was observed (upstream's rules for
@@ -395,6 +407,10 @@ impl UpdateStatus {
         let version = (!cluster.version_compatible_upgrade_in_progress())
             .then(|| cluster.spec.version.clone());
         let sidecar_image = resources::sidecar_image(&cluster);
+        let maintenance_zone = db
+            .as_ref()
+            .map(|d| d.cluster.maintenance_zone.clone())
+            .unwrap_or_default();
         for group in &mut status.process_groups {
             let id = group.process_group_id.clone();
             if without_exclusion.contains(&id) || group.process_class.as_str() == "test" {
@@ -403,6 +419,10 @@ impl UpdateStatus {
                 group.set_exclude(now);
             } else if to_remove.contains(&id) {
                 group.mark_for_removal(now);
+            }
+            if under_maintenance(group, &maintenance_zone) {
+                tracing::debug!(cluster = %pass.name(), group = %id, zone = %maintenance_zone, "not checking a process group under maintenance");
+                continue;
             }
             let pod = pods.get(id.as_str());
             let conf_key = resources::monitor_conf_key(&group.process_class);

@@ -374,3 +374,32 @@ fn reconciliation_table() {
         }
     }
 }
+
+#[test]
+fn only_storage_groups_in_the_maintenance_zone_are_left_unchecked() {
+    let in_zone = |class: &str, zone: &str| {
+        let mut g = group(&format!("{class}-1"), class);
+        g.fault_domain = zone.into();
+        g
+    };
+    let cases = [
+        ("storage in the zone", in_zone("storage", "z1"), "z1", true),
+        ("storage elsewhere", in_zone("storage", "z2"), "z1", false),
+        (
+            "no zone in maintenance",
+            in_zone("storage", "z1"),
+            "",
+            false,
+        ),
+        (
+            "fault domain not known",
+            in_zone("storage", ""),
+            "z1",
+            false,
+        ),
+        ("log in the zone", in_zone("log", "z1"), "z1", false),
+    ];
+    for (name, g, zone, want) in cases {
+        assert_eq!(under_maintenance(&g, zone), want, "{name}");
+    }
+}

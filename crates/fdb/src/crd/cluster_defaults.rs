@@ -607,6 +607,19 @@ impl FoundationDBCluster {
         self.spec.automation_options.kill_processes.unwrap_or(true)
     }
 
+    /// UpdatePods sets the maintenance zone while recreating storage pods
+    /// (`UseMaintenanceModeChecker`, off by default).
+    pub fn use_maintenance_mode(&self) -> bool {
+        let m = &self.spec.automation_options.maintenance_mode_options;
+        m.use_maintenance_mode_checker.unwrap_or(false)
+    }
+
+    /// How long a zone set by UpdatePods stays in maintenance (600 s).
+    pub fn maintenance_mode_time_seconds(&self) -> i64 {
+        let m = &self.spec.automation_options.maintenance_mode_options;
+        m.maintenance_mode_time_seconds.unwrap_or(600)
+    }
+
     /// Reset maintenance mode once the zone's processes restarted.
     pub fn reset_maintenance_mode(&self) -> bool {
         let m = &self.spec.automation_options.maintenance_mode_options;
