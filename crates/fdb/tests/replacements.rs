@@ -219,13 +219,19 @@ async fn a_group_failed_longer_than_the_failure_time_is_replaced_and_removed_aft
             .position(|c| c == want)
             .unwrap_or_else(|| panic!("no {want:?} in {calls:?}"))
     };
-    let no_wait = at(&format!("exclude no_wait locality_instance_id:{id}"));
+    // Its process went with the failed pod, so the `exclude no_wait` round may not run (a group
+    // of the class missing its processes for under 5 minutes sets the budget to 0, as
+    // upstream's); the verification's blocking `exclude` then excludes it.
+    let first = calls
+        .iter()
+        .position(|c| c.starts_with("exclude ") && c.contains(&id))
+        .expect("an exclude");
     let verified = at(&format!("exclude locality_instance_id:{id}"));
     let include = calls
         .iter()
         .position(|c| c.starts_with("include ") && c.contains(&id))
         .expect("include");
-    assert!(no_wait < verified && verified < include, "{calls:?}");
+    assert!(first <= verified && verified < include, "{calls:?}");
     let events = event_reasons(&h).await;
     assert!(
         events.iter().any(|(r, n)| r == "ReplacingProcessGroup"

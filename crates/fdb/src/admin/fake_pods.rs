@@ -24,8 +24,8 @@ impl FakeDatabase {
 
     /// Derives the processes from pods as upstream's mock does: one process per running pod
     /// with an IP, at `<pod IP>:4501`, class and instance ID from the pod's labels, zone = the
-    /// pod's `FDB_ZONE_ID` (its name or its node). Pods without an IP or being deleted have no
-    /// process. A pod whose monitor published its configuration
+    /// pod's `FDB_ZONE_ID` (its name or its node). Pods without an IP, being deleted, or in
+    /// phase Failed or Succeeded have no process. A pod whose monitor published its configuration
     /// ([`crate::admin::fake_monitor`]) runs fdbserver only once that configuration says
     /// `runServers`, with the command line rendered from it and the version of the pod's
     /// image; a pod without those annotations runs `version` with a fixed command line. A
@@ -41,7 +41,12 @@ impl FakeDatabase {
         let now = st.now();
         let mut next = BTreeMap::new();
         for pod in pods {
-            if pod.metadata.deletion_timestamp.is_some() {
+            // A pod being deleted, or whose containers have ended (phase Failed or
+            // Succeeded), runs no fdbserver.
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if pod.metadata.deletion_timestamp.is_some()
+                || matches!(phase, Some("Failed" | "Succeeded"))
+            {
                 continue;
             }
             let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
