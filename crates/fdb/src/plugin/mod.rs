@@ -36,7 +36,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kit::plugin::kubeconfig::{GlobalFlags, KubeconfigError, Session};
+use kit::plugin::kubeconfig::{GlobalFlags, Session};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -47,70 +47,7 @@ use crate::cluster::{CliClients, DatabaseClients};
 use crate::crd::{FoundationDBCluster, ProcessAddress, ProcessGroupId};
 use decide::{AnalyzeOptions, Mark, Selection};
 
-/// A failed plugin command.
-#[derive(Debug, thiserror::Error)]
-pub enum PluginError {
-    /// The named object does not exist.
-    #[error("{kind} {name:?} not found in namespace {namespace:?}")]
-    NotFound {
-        /// Lower-case kind.
-        kind: &'static str,
-        /// Object name.
-        name: String,
-        /// Namespace searched.
-        namespace: String,
-    },
-    /// An API request failed for another reason.
-    #[error("{action}: {source}")]
-    Api {
-        /// What was being done, naming the object.
-        action: String,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The kubeconfig could not be used.
-    #[error(transparent)]
-    Kubeconfig(#[from] KubeconfigError),
-    /// The request cannot be carried out as asked, or it found issues.
-    #[error("{0}")]
-    Refused(String),
-    /// A local failure (output, input, running kubectl or fdbcli).
-    #[error("{action}: {source}")]
-    Io {
-        /// What was being done.
-        action: String,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl PluginError {
-    fn kube(kind: &'static str, name: &str, ns: &str, action: &str, e: kube::Error) -> Self {
-        match &e {
-            kube::Error::Api(s) if s.is_not_found() => PluginError::NotFound {
-                kind,
-                name: name.to_owned(),
-                namespace: ns.to_owned(),
-            },
-            kube::Error::Api(s) if s.code == 409 => PluginError::Refused(format!(
-                "{kind} {name:?} changed while this command ran; run it again"
-            )),
-            _ => PluginError::Api {
-                action: format!("{action} {kind} {name:?} in namespace {ns:?}"),
-                source: e,
-            },
-        }
-    }
-
-    fn io(action: &str, e: std::io::Error) -> Self {
-        PluginError::Io {
-            action: action.to_owned(),
-            source: e,
-        }
-    }
-}
+pub use kit::plugin::PluginError;
 
 /// The command line of `kubectl fdb`.
 #[derive(Parser, Debug)]

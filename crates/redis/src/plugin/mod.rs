@@ -24,7 +24,7 @@ use std::io::Write;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use k8s_openapi::api::core::v1::Pod;
-use kit::plugin::kubeconfig::{GlobalFlags, KubeconfigError, Session};
+use kit::plugin::kubeconfig::{GlobalFlags, Session};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -35,63 +35,7 @@ use crate::crd::{
 };
 use crate::names;
 
-/// A failed plugin command.
-#[derive(Debug, thiserror::Error)]
-pub enum PluginError {
-    /// The named object does not exist.
-    #[error("{kind} {name:?} not found in namespace {namespace:?}")]
-    NotFound {
-        /// Lower-case kind.
-        kind: &'static str,
-        /// Object name.
-        name: String,
-        /// Namespace searched.
-        namespace: String,
-    },
-    /// An API request failed for another reason.
-    #[error("{action}: {source}")]
-    Api {
-        /// What was being done, naming the object.
-        action: String,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The kubeconfig could not be used.
-    #[error(transparent)]
-    Kubeconfig(#[from] KubeconfigError),
-    /// The request cannot be carried out as asked.
-    #[error("{0}")]
-    Refused(String),
-    /// A local failure (output, running kubectl).
-    #[error("{action}: {source}")]
-    Io {
-        /// What was being done.
-        action: String,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl PluginError {
-    fn kube(kind: &'static str, name: &str, ns: &str, action: &str, e: kube::Error) -> Self {
-        match &e {
-            kube::Error::Api(s) if s.is_not_found() => PluginError::NotFound {
-                kind,
-                name: name.to_owned(),
-                namespace: ns.to_owned(),
-            },
-            kube::Error::Api(s) if s.code == 409 => PluginError::Refused(format!(
-                "{kind} {name:?} changed while this command ran; run it again"
-            )),
-            _ => PluginError::Api {
-                action: format!("{action} {kind} {name:?} in namespace {ns:?}"),
-                source: e,
-            },
-        }
-    }
-}
+pub use kit::plugin::PluginError;
 
 /// The command line of `kubectl redis`.
 #[derive(Parser, Debug)]

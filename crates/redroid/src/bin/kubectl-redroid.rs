@@ -2,22 +2,7 @@
 //! [`redroid::plugin`]; this prints failures as one `error: …` line and exits with code 1.
 
 #[tokio::main]
-async fn main() {
+async fn main() -> std::process::ExitCode {
     let mut out = std::io::stdout();
-    let Err(e) = redroid::plugin::main_with(std::env::args().skip(1), &mut out).await else {
-        return;
-    };
-    // Output piped into `head` and closed early is not a failure worth reporting.
-    let broken_pipe = e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    });
-    if broken_pipe {
-        return;
-    }
-    match e.downcast_ref::<clap::Error>() {
-        Some(usage) => eprint!("{}", usage.render()),
-        None => eprintln!("error: {e}"),
-    }
-    std::process::exit(1);
+    kit::plugin::finish(redroid::plugin::main_with(std::env::args().skip(1), &mut out).await)
 }
