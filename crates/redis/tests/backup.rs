@@ -258,7 +258,7 @@ async fn a_failing_destination_fails_the_backup_with_the_stores_reason() {
         "{warned:?}"
     );
     // The newest finished backup failed: the cluster says so, and keeps the last success.
-    testenv::eventually("LastBackupSucceeded=False", T, || async {
+    let settled = testenv::eventually("LastBackupSucceeded=False", T, || async {
         let st = cluster(&env).await.status?;
         let c = kit::conditions::get(&st.conditions, "LastBackupSucceeded")?;
         (c.status == "False"
@@ -268,8 +268,24 @@ async fn a_failing_destination_fails_the_backup_with_the_stores_reason() {
             && st.last_failed_backup.is_some())
         .then_some(())
     })
-    .await
-    .expect("cluster condition");
+    .await;
+    if let Err(e) = settled {
+        let api: Api<RedisBackup> = Api::namespaced(env.admin.clone(), env.name());
+        let backups: Vec<_> = api
+            .list(&ListParams::default())
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .map(|b| (b.metadata.name, b.status))
+                    .collect()
+            })
+            .unwrap_or_default();
+        panic!(
+            "cluster condition: {e}; the cluster's status: {:?}; the backups: {backups:?}",
+            cluster(&env).await.status
+        );
+    }
     op.stop().await;
 }
 

@@ -272,11 +272,11 @@ async fn a_backup_status_decided_on_an_older_copy_is_not_written() {
     assert_eq!(st.error, "");
 
     // On the current copy the same write goes through.
-    assert!(
-        status::write(&api, &stored, &failed)
-            .await
-            .expect("current copy")
-    );
-    let st = admin.get("b1").await.expect("b1").status.expect("status");
-    assert_eq!(st.phase, Some(BackupPhase::Failed));
+    let written = status::write(&api, &stored, &failed)
+        .await
+        .expect("current copy")
+        .expect("written");
+    let now = admin.get("b1").await.expect("b1");
+    assert_eq!(now.resource_version(), written.resource_version());
+    assert_eq!(now.status.expect("status").phase, Some(BackupPhase::Failed));
 }

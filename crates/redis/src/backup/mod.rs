@@ -259,8 +259,11 @@ async fn write(
         ctx.shared.client.clone(),
         &b.namespace().unwrap_or_default(),
     );
-    if status::write(&api, b, &desired).await? {
+    // The stored object after a write carries its new resourceVersion: a second write in the
+    // same pass (started, then answered at once) is conditional on it, not on the read one.
+    if let Some(stored) = status::write(&api, b, &desired).await? {
         tracing::info!(backup = %b.name_any(), phase = ?desired.phase, target = %desired.target_pod, error = %desired.error, "backup status");
+        return Ok(stored);
     }
     let mut b = b.clone();
     b.status = Some(desired);

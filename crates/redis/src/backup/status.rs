@@ -87,7 +87,8 @@ pub fn failed(s: &RedisBackupStatus, error: &str, now: Timestamp) -> RedisBackup
 }
 
 /// Writes `desired` when it differs from `b`'s status, only if the stored object's
-/// `resourceVersion` is still `b`'s; returns whether it wrote.
+/// `resourceVersion` is still `b`'s; returns the backup as stored after the write (`None`
+/// when nothing was written), whose `resourceVersion` the pass's next write is conditional on.
 ///
 /// Conditional because every transition is decided on the pass's copy: an unconditional
 /// write would replace a status that changed since (another writer's phase, or this
@@ -97,10 +98,10 @@ pub async fn write(
     api: &Api<RedisBackup>,
     b: &RedisBackup,
     desired: &RedisBackupStatus,
-) -> Result<bool, StatusError> {
+) -> Result<Option<RedisBackup>, StatusError> {
     let name = || b.metadata.name.clone().unwrap_or_default();
     match kit::status::patch_status_if_changed_at(api, b, desired, names::FIELD_MANAGER).await {
-        Ok(written) => Ok(written.is_some()),
+        Ok(written) => Ok(written),
         Err(e) if kit::status::is_conflict(&e) => Err(StatusError::Stale {
             name: name(),
             read: b.metadata.resource_version.clone().unwrap_or_default(),
