@@ -241,6 +241,9 @@ pub struct Context<O = Options> {
     pub backoff: Backoff,
     /// Publishes Events as `fdb-kubernetes-operator`.
     pub recorder: kit::events::Recorder,
+    /// The status last written per object (by uid, as JSON), for a pass whose cached copy
+    /// has not caught up with that write yet.
+    pub written: kit::written::Written<serde_json::Value>,
 }
 
 impl<O: Default> Context<O> {
@@ -256,6 +259,7 @@ impl<O: Default> Context<O> {
             clients,
             options: O::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+            written: kit::written::Written::default(),
         }
     }
 

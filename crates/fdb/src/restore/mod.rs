@@ -98,11 +98,18 @@ impl Pass {
             self.ctx.client.clone(),
             &self.restore.namespace().unwrap_or_default(),
         );
-        let wrote =
-            kit::status::patch_status_if_changed(&api, &self.live, &status, FIELD_MANAGER).await?;
-        if wrote {
+        let stored =
+            kit::status::write_status_if_changed(&api, &self.live, &status, FIELD_MANAGER).await?;
+        let wrote = stored.is_some();
+        if let Some(stored) = stored {
             self.status_writes += 1;
             tracing::info!(restore = %self.name(), state = %status.state, "status updated");
+            let seen = self.live.resource_version().unwrap_or_default();
+            let produced = stored.resource_version().unwrap_or_default();
+            let value = serde_json::to_value(&status).unwrap_or_default();
+            let uid = self.restore.uid().unwrap_or_default();
+            self.ctx.written.record(&uid, &seen, &produced, value);
+            self.live.metadata.resource_version = Some(produced);
         }
         self.live.status = Some(status.clone());
         self.restore.status = Some(status);
@@ -199,6 +206,7 @@ pub async fn reconcile(
     restore: Arc<FoundationDBRestore>,
     ctx: Arc<Context>,
 ) -> Result<Action, RestoreError> {
+    let restore = with_written_status(&ctx, restore);
     let state = restore.status.clone().unwrap_or_default().state;
     if state == "completed" {
         return Ok(Action::await_change());
@@ -250,6 +258,24 @@ pub async fn reconcile(
         None => outcome,
     };
     Ok(ctx.backoff.succeeded(&*restore, outcome))
+}
+
+/// `restore` with the status this process last wrote while its cached copy lags that write
+/// (so a pass on a stale copy of a completed restore calls nothing).
+fn with_written_status(
+    ctx: &Context,
+    restore: Arc<FoundationDBRestore>,
+) -> Arc<FoundationDBRestore> {
+    let uid = restore.uid().unwrap_or_default();
+    let rv = restore.resource_version().unwrap_or_default();
+    let written = ctx.written.lagging(&uid, &rv);
+    match written.and_then(|v| serde_json::from_value(v).ok()) {
+        Some(status) => Arc::new(FoundationDBRestore {
+            status: Some(status),
+            ..(*restore).clone()
+        }),
+        None => restore,
+    }
 }
 
 /// After a failed pass: per-object back-off.
