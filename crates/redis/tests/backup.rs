@@ -46,11 +46,20 @@ fn phase(b: &RedisBackup) -> Option<BackupPhase> {
 
 async fn finished(env: &Pods, name: &str) -> RedisBackup {
     let api: Api<RedisBackup> = Api::namespaced(env.admin.clone(), env.name());
-    testenv::wait_for(&api, name, T, |b: &RedisBackup| {
+    let done = testenv::wait_for(&api, name, T, |b: &RedisBackup| {
         matches!(phase(b), Some(BackupPhase::Completed | BackupPhase::Failed))
     })
-    .await
-    .unwrap_or_else(|e| panic!("backup {name} finished: {e:#}"))
+    .await;
+    match done {
+        Ok(b) => b,
+        Err(e) => {
+            let status = api.get(name).await.map(|b| b.status);
+            let cluster = cluster(env).await.status;
+            panic!(
+                "backup {name} finished: {e:#}; its status: {status:?}; the cluster's: {cluster:?}"
+            )
+        }
+    }
 }
 
 async fn cluster(env: &Pods) -> RedisCluster {
@@ -158,8 +167,14 @@ async fn backups_run_on_an_in_sync_replica_never_a_sentinel_and_land_in_the_buck
         let c = kit::conditions::get(&st.conditions, "LastBackupSucceeded")?;
         (c.status == "True" && st.last_successful_backup.is_some()).then_some(rc)
     })
-    .await
-    .expect("cluster backup status");
+    .await;
+    let rc = match rc {
+        Ok(rc) => rc,
+        Err(e) => panic!(
+            "{e}; the cluster's status: {:?}",
+            cluster(&env).await.status
+        ),
+    };
     let cond = kit::conditions::get(
         &rc.status.expect("status").conditions,
         "LastBackupSucceeded",

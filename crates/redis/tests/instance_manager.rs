@@ -53,6 +53,7 @@ fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
 impl Env {
     async fn new(spec: Value) -> Self {
         testenv::procnode::ensure_host_packages().expect("redis-tools (the Redis server)");
+        testenv::capture_logs("info,kube=warn,hyper=warn");
         let admin = testenv::client().await;
         for crd in redis::crd::crds() {
             testenv::install_crd(&admin, crd).await.expect("CRD");
@@ -217,11 +218,15 @@ impl Env {
 
     fn start(&self, ordinal: u8) -> Instance {
         let stop = CancellationToken::new();
-        let task = tokio::spawn(manager::run(
-            self.settings(ordinal),
-            self.sa.clone(),
-            stop.clone(),
-        ));
+        let run = manager::run(self.settings(ordinal), self.sa.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            let result = run.await;
+            if let Err(e) = &result {
+                // Shown with a failing test: a manager that ended explains a silent API.
+                eprintln!("instance manager {CLUSTER}-{ordinal} ended: {e:#}");
+            }
+            result
+        });
         Instance {
             ordinal,
             stop,

@@ -27,8 +27,8 @@ pub mod versions;
 pub use identity::{service_account_client, service_account_token, write_kubeconfig_for_token};
 pub use plane::{Up, down, kubeconfig_path, status, up};
 pub use support::{
-    RequestCounts, TestNamespace, bound_claim, client, counting, counting_client, ensure_plane,
-    eventually, install_crd, list_labelled, resource_of, start_up_error, verb_of, wait_deleted,
-    wait_for,
+    RequestCounts, TestNamespace, bound_claim, capture_logs, client, counting, counting_client,
+    ensure_plane, eventually, install_crd, list_labelled, resource_of, start_up_error, verb_of,
+    wait_deleted, wait_for,
 };
 pub use versions::Versions;

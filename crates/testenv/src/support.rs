@@ -18,6 +18,18 @@ use crate::plane;
 
 static UP: OnceLock<Result<(), String>> = OnceLock::new();
 
+/// Sends this test binary's `tracing` output to the test harness's captured output (shown for
+/// a failing test only), filtered by `RUST_LOG` or else by `default` (an `EnvFilter`
+/// directive). Logs of tasks spawned on a test's own runtime land in that test's output.
+pub fn capture_logs(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
 /// Makes sure the shared plane runs (once per process; safe when several test binaries start
 /// at once) and points `KUBECONFIG`-less callers at it.
 pub fn ensure_plane() {

@@ -14,7 +14,10 @@
 //!   the next pass is a requeue ([`decide::poll_interval`]).
 //! - `sync_cluster`: the cluster's `lastSuccessfulBackup`, `lastFailedBackup` and
 //!   `LastBackupSucceeded` ([`summary::cluster_status`], written by [`apply::cluster_status`])
-//!   and the metrics ([`metrics`]), from every backup of the cluster in the cache.
+//!   and the metrics ([`metrics`]), from every backup of the cluster in the cache. The
+//!   write carries the cluster's `resourceVersion`; a 409 (the cluster controller wrote
+//!   meanwhile) is computed again on a fresh read, up to [`CLUSTER_WRITE_ATTEMPTS`] times,
+//!   then the pass ends as a stale view.
 //!
 //! Every status write is conditional on the pass's `resourceVersion` ([`status::write`]): a
 //! backup changed since it was read (another writer, or the cache behind this controller's
@@ -141,6 +144,7 @@ impl ReconcileError for BackupError {
             BackupError::Observe(e) => e.category(),
             BackupError::Status(status::StatusError::Stale { .. }) => STALE_VIEW,
             BackupError::Status(status::StatusError::Api { .. }) => "write_status",
+            BackupError::ClusterStatus(e) if kit::status::is_conflict(&e.source) => STALE_VIEW,
             BackupError::ClusterStatus(_) => "write_cluster_status",
         }
     }
@@ -205,7 +209,13 @@ pub async fn reconcile(b: Arc<RedisBackup>, ctx: Arc<Ctx>) -> Result<Action, Bac
         }
         other => other?,
     };
-    sync_cluster(&ctx, &b, &obs, now).await?;
+    match sync_cluster(&ctx, &b, &obs, now).await {
+        Err(e) if e.category() == STALE_VIEW => {
+            tracing::info!(error = %e, "the cluster kept changing under the backup status write; reading it again");
+            return Ok(Action::requeue(REREAD));
+        }
+        other => other?,
+    }
     Ok(ctx.shared.backoff.succeeded(&b, outcome))
 }
 
@@ -412,21 +422,43 @@ async fn sync_cluster(
         .filter(|a| a.uid() != b.uid())
         .collect();
     backups.push(b);
-    let live = obs
-        .cluster
-        .as_ref()
-        .and_then(|c| c.status.clone())
-        .unwrap_or_default();
-    let floor = live.last_successful_backup.as_ref().map(|t| t.0);
-    ctx.shared.metrics.refresh(&ns, cluster, &backups, floor);
-    let Some(c) = &obs.cluster else {
-        return Ok(());
-    };
-    if let Some(d) = summary::cluster_status(&live, &backups, c.metadata.generation, now) {
-        apply::cluster_status(&ctx.shared.client, c, &d).await?;
+    let mut read = obs.cluster.clone();
+    for attempt in 1..=CLUSTER_WRITE_ATTEMPTS {
+        let live = read
+            .as_ref()
+            .and_then(|c| c.status.clone())
+            .unwrap_or_default();
+        let floor = live.last_successful_backup.as_ref().map(|t| t.0);
+        ctx.shared.metrics.refresh(&ns, cluster, &backups, floor);
+        let Some(c) = &read else {
+            return Ok(());
+        };
+        let Some(d) = summary::cluster_status(&live, &backups, c.metadata.generation, now) else {
+            return Ok(());
+        };
+        match apply::cluster_status(&ctx.shared.client, c, &d).await {
+            Ok(()) => return Ok(()),
+            // The cluster controller wrote meanwhile: compute again on a fresh read.
+            Err(e) if kit::status::is_conflict(&e.source) && attempt < CLUSTER_WRITE_ATTEMPTS => {
+                tracing::debug!(cluster = %cluster, attempt, "the cluster changed under the backup status write; reading it again");
+                read = Api::<RedisCluster>::namespaced(ctx.shared.client.clone(), &ns)
+                    .get_opt(cluster)
+                    .await
+                    .map_err(|source| observe::ObserveError::Cluster {
+                        name: cluster.clone(),
+                        source,
+                    })?;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }
+
+/// How many times a pass computes and writes the cluster's backup status when the cluster
+/// keeps changing under the write (each a fresh read); after that the pass ends as a stale
+/// view and the next follows after [`REREAD`].
+pub const CLUSTER_WRITE_ATTEMPTS: u32 = 3;
 
 /// What to do after a failed pass: per-object back-off.
 pub fn error_policy(b: Arc<RedisBackup>, err: &BackupError, ctx: Arc<Ctx>) -> Action {
