@@ -214,15 +214,16 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-static TOTALS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+static TOTALS: std::sync::OnceLock<testrun::Totals> = std::sync::OnceLock::new();
 
 /// Every test binary of the workspace (several at a time, see `testrun`), closing with the
 /// totals on one line (`tests: N passed, N failed`), so the last line a reader (or CI) sees is
 /// the whole result. Every binary runs even after one fails, so the totals count every test.
 fn cargo_test() -> anyhow::Result<()> {
-    let (passed, failed) = testrun::run()?;
+    let totals = testrun::run()?;
+    let (passed, failed) = (totals.passed, totals.failed);
     println!("tests: {passed} passed, {failed} failed");
-    TOTALS.set((passed, failed)).ok();
+    TOTALS.set(totals).ok();
     anyhow::ensure!(failed == 0, "{failed} tests failed");
     anyhow::ensure!(passed > 0, "cargo test ran no test");
     Ok(())
@@ -289,8 +290,15 @@ fn test(down: bool) -> anyhow::Result<()> {
         let _ = p.run("stop spaces", || testenv::spaces::down().map(|_| ()));
     }
     p.report();
-    if let Some((passed, failed)) = TOTALS.get() {
-        println!("tests: {passed} passed, {failed} failed");
+    if let Some(t) = TOTALS.get() {
+        // The end of the log is what a CI summary keeps: every failing test, then the totals.
+        if !t.failing.is_empty() {
+            println!("failing tests:");
+            for f in &t.failing {
+                println!("  {f}");
+            }
+        }
+        println!("tests: {} passed, {} failed", t.passed, t.failed);
     }
     r
 }

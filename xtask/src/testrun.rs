@@ -38,6 +38,8 @@ struct Outcome {
     ok: bool,
     /// For a failed job: the lines that say why, and the machine's state when it ended.
     digest: Vec<String>,
+    /// For a failed job: its failing tests, a line each ([`failed_tests`]).
+    failing: Vec<String>,
 }
 
 fn cargo_bin() -> String {
@@ -117,8 +119,18 @@ fn parallelism() -> usize {
         .unwrap_or(3)
 }
 
-/// Builds every test binary, runs them all, prints the totals; returns (passed, failed).
-pub fn run() -> anyhow::Result<(u64, u64)> {
+/// What a run of every test binary came to.
+pub struct Totals {
+    /// Tests passed.
+    pub passed: u64,
+    /// Tests failed (a binary that failed without a failing test counts as one).
+    pub failed: u64,
+    /// The failing tests, a line each: where and why they panicked.
+    pub failing: Vec<String>,
+}
+
+/// Builds every test binary, runs them all, prints the totals.
+pub fn run() -> anyhow::Result<Totals> {
     let out = testenv::cargo::command()
         .args([
             "test",
@@ -210,7 +222,15 @@ pub fn run() -> anyhow::Result<(u64, u64)> {
         .iter()
         .map(|o| if o.ok { o.failed } else { o.failed.max(1) })
         .sum();
-    Ok((passed, failed))
+    let failing = outcomes
+        .iter()
+        .flat_map(|o| o.failing.iter().cloned())
+        .collect();
+    Ok(Totals {
+        passed,
+        failed,
+        failing,
+    })
 }
 
 /// Runs one job with its output in a temporary file, then prints that output under a header.
@@ -253,12 +273,12 @@ fn run_one(job: &Job) -> Outcome {
         }
     }
     let ok = matches!(&status, Ok(s) if s.success());
-    let digest = if ok {
-        Vec::new()
+    let (digest, failing) = if ok {
+        (Vec::new(), Vec::new())
     } else {
         let mut d = failure_lines(&text, 40);
         d.push(format!("machine when it ended: {}", machine_state()));
-        d
+        (d, failed_tests(&job.label, &text))
     };
     let stdout = std::io::stdout();
     let mut w = stdout.lock();
@@ -280,6 +300,7 @@ fn run_one(job: &Job) -> Outcome {
         failed,
         ok,
         digest,
+        failing,
     }
 }
 
@@ -305,7 +326,16 @@ fn failure_lines(text: &str, cap: usize) -> Vec<String> {
         let line = lines[i];
         // A captured log line (an operator's tracing output printed by a failing test) can
         // carry any of the keys; the cap is kept for the test harness's own lines.
-        if KEYS.iter().any(|k| line.contains(k)) && !is_log_line(line) {
+        // A compiler's `error:` starts its line; inside a line it is a server's log text
+        // (redis-server's `... # Error accepting a client connection: error:0A...`).
+        let key = |k: &&str| {
+            if k.starts_with("error") {
+                line.trim_start().starts_with(k)
+            } else {
+                line.contains(k)
+            }
+        };
+        if KEYS.iter().any(key) && !is_log_line(line) {
             let after = if line.contains("panicked at") { 2 } else { 0 };
             for l in &lines[i..(i + 1 + after).min(lines.len())] {
                 let mut l = l.trim_end().to_string();
@@ -365,6 +395,52 @@ fn is_log_line(line: &str) -> bool {
         && b[7] == b'-'
         && b[10] == b'T'
         && b[13] == b':'
+}
+
+/// One line per failing test of a binary's output: `label::test at file:line: message`
+/// (the panic's first message line, cut at 240 characters); a binary that failed without a
+/// failing test gets one line saying so.
+fn failed_tests(label: &str, text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(test) = line
+            .strip_prefix("---- ")
+            .and_then(|l| l.strip_suffix(" stdout ----"))
+        else {
+            continue;
+        };
+        // The panic of this test: the first `panicked at` before the next header.
+        let panic = lines[i + 1..]
+            .iter()
+            .take_while(|l| !l.starts_with("---- "))
+            .position(|l| l.starts_with("thread '") && l.contains(" panicked at "));
+        let why = panic.map_or_else(String::new, |p| {
+            let at = lines[i + 1 + p]
+                .split("panicked at ")
+                .nth(1)
+                .unwrap_or_default()
+                .trim_end_matches(':');
+            let message = lines.get(i + 2 + p).copied().unwrap_or_default().trim();
+            let mut message = message.to_string();
+            if message.len() > 240 {
+                let mut cut = 240;
+                while !message.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                message.truncate(cut);
+                message.push('…');
+            }
+            format!(" at {at}: {message}")
+        });
+        out.push(format!("{label}::{test}{why}"));
+    }
+    if out.is_empty() {
+        out.push(format!(
+            "{label}: failed without a failing test (crashed, or did not build)"
+        ));
+    }
+    out
 }
 
 /// Free disk under the target dir and the temp dir, available memory and load: what a
@@ -440,6 +516,35 @@ mod tests {
             ]
         );
         assert_eq!(failure_lines(out, 2).len(), 2);
+    }
+
+    #[test]
+    fn failing_tests_are_named_with_where_and_why_they_panicked() {
+        let out = "failures:\n\n---- a_b stdout ----\nINFO noise\n\
+                   thread 'a_b' (12) panicked at tests/a.rs:3:5:\nassertion failed: x\n\
+                   stack backtrace:\n---- c_d stdout ----\nno panic line here\n\
+                   ---- e stdout ----\n\
+                   2026-01-01T00:00:00Z WARN thread 'x' panicked at nothing:\n\
+                   thread 'e' panicked at src/e.rs:9:1:\nboom\n";
+        assert_eq!(
+            failed_tests("redis::backup", out),
+            [
+                "redis::backup::a_b at tests/a.rs:3:5: assertion failed: x",
+                "redis::backup::c_d",
+                "redis::backup::e at src/e.rs:9:1: boom",
+            ]
+        );
+        assert_eq!(
+            failed_tests("kit", "error: could not compile"),
+            ["kit: failed without a failing test (crashed, or did not build)"]
+        );
+    }
+
+    #[test]
+    fn a_server_log_line_with_error_in_it_is_not_a_failure_line() {
+        let out = "1:M 27 Nov 2026 17:09:53.637 # Error accepting a client connection: error:0A00041B\n\
+                   error: linking failed\n";
+        assert_eq!(failure_lines(out, 40), ["error: linking failed"]);
     }
 
     #[test]
