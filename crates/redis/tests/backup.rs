@@ -69,6 +69,25 @@ async fn cluster(env: &Pods) -> RedisCluster {
         .expect("cluster")
 }
 
+/// The Events about backup `name` once `wanted` holds for them (an Event is published just
+/// after the status write that the test saw, so it may come a moment later); on timeout, the
+/// test fails showing those there are.
+async fn events_until(
+    env: &Pods,
+    name: &str,
+    wanted: impl Fn(&[(String, String)]) -> bool,
+) -> Vec<(String, String)> {
+    let got = testenv::eventually("the backup's Events", T, || async {
+        let list = events(env, name).await;
+        wanted(&list).then_some(list)
+    })
+    .await;
+    match got {
+        Ok(list) => list,
+        Err(e) => panic!("{e}: {:?}", events(env, name).await),
+    }
+}
+
 async fn events(env: &Pods, name: &str) -> Vec<(String, String)> {
     let list = Api::<Event>::namespaced(env.admin.clone(), env.name())
         .list(&ListParams::default())
@@ -157,9 +176,11 @@ async fn backups_run_on_an_in_sync_replica_never_a_sentinel_and_land_in_the_buck
         serde_json::to_value(s.artifact_type).expect("json"),
         json!("rdb")
     );
-    let reasons: Vec<String> = events(&env, "b1").await.into_iter().map(|e| e.0).collect();
-    assert!(reasons.contains(&"BackupStarted".into()), "{reasons:?}");
-    assert!(reasons.contains(&"BackupCompleted".into()), "{reasons:?}");
+    let has = |list: &[(String, String)], reason: &str| list.iter().any(|(r, _)| r == reason);
+    events_until(&env, "b1", |l| {
+        has(l, "BackupStarted") && has(l, "BackupCompleted")
+    })
+    .await;
     // The cluster records it.
     let rc = testenv::eventually("LastBackupSucceeded=True", T, || async {
         let rc = cluster(&env).await;
@@ -265,13 +286,11 @@ async fn a_failing_destination_fails_the_backup_with_the_stores_reason() {
         b.status.expect("status").error,
         "invalid destination: destination requires exactly one of s3 or azure"
     );
-    let warned = events(&env, "nobucket").await;
-    assert!(
-        warned
-            .iter()
-            .any(|(r, n)| r == "BackupFailed" && n.contains("InvalidBucketName")),
-        "{warned:?}"
-    );
+    events_until(&env, "nobucket", |l| {
+        l.iter()
+            .any(|(r, n)| r == "BackupFailed" && n.contains("InvalidBucketName"))
+    })
+    .await;
     // The newest finished backup failed: the cluster says so, and keeps the last success.
     let settled = testenv::eventually("LastBackupSucceeded=False", T, || async {
         let st = cluster(&env).await.status?;
@@ -339,13 +358,11 @@ async fn the_deadline_fails_a_backup_that_cannot_start_and_one_that_never_finish
         "no instance could take the backup within 4s: the primary demo-0 has no pod"
     );
     assert_eq!(s.target_pod, "", "it never started");
-    let pending = events(&env, "early").await;
-    assert!(
-        pending
-            .iter()
-            .any(|(r, n)| r == "BackupPending" && n.contains("demo-0 has no pod")),
-        "{pending:?}"
-    );
+    events_until(&env, "early", |l| {
+        l.iter()
+            .any(|(r, n)| r == "BackupPending" && n.contains("demo-0 has no pod"))
+    })
+    .await;
     // Started, but the upload hangs: failed at the deadline of its start.
     let ip0 = ip_of(&env.create_pod(0).await);
     env.until_status(&ip0, "primary", |r| r.boot == Boot::Running)
