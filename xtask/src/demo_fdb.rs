@@ -12,7 +12,9 @@
 //! - The operator runs here as a child process (the kwok-faked Deployment gets 0 replicas),
 //!   watching only the demo namespace, with the recovery-age gates lowered to 5 s (upstream's
 //!   defaults, 120 s before an exclusion and 600 s before an inclusion, would make the
-//!   scale-down wait ten minutes).
+//!   scale-down wait ten minutes). Removals keep upstream's pace: one fault domain at a time,
+//!   60 s apart (`waitBetweenRemovalsSeconds`), which the per-group times of the scale-down
+//!   show.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

@@ -526,3 +526,66 @@ async fn a_spec_only_the_operator_can_judge_is_reported_and_nothing_is_created()
         "{conditions:?}"
     );
 }
+
+#[tokio::test]
+async fn removals_go_one_fault_domain_at_a_time_with_the_wait_between() {
+    let h = Harness::start_with("fdb-removal-pace", support::open_recovery_gates()).await;
+    let name = "paced";
+    h.simulate(name);
+    // Each pod its own fault domain (foundationdb.org/none), removal mode Zone (the default):
+    // two removed groups go one after the other, at least the wait apart.
+    let wait = 5;
+    let c = create(
+        &h,
+        name,
+        json!({"processCounts": {"storage": 5},
+               "automationOptions": {"waitBetweenRemovalsSeconds": wait}}),
+    )
+    .await;
+    let before = storage_groups(&c);
+    let zone_of: std::collections::BTreeMap<String, String> = support::groups(&c)
+        .into_iter()
+        .map(|g| (g.process_group_id.to_string(), g.fault_domain))
+        .collect();
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"processCounts": {"storage": 3}}})),
+        )
+        .await
+        .unwrap();
+    let c = h.removals_done(name, Duration::from_secs(240)).await;
+    let removed: Vec<String> = before.difference(&storage_groups(&c)).cloned().collect();
+    assert_eq!(removed.len(), 2, "{removed:?}");
+    assert_ne!(
+        zone_of[&removed[0]], zone_of[&removed[1]],
+        "two fault domains: {zone_of:?}"
+    );
+    // When each group's resources were deleted: its RemovingProcessGroup Event.
+    let events =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
+    let list = events.list(&ListParams::default()).await.unwrap().items;
+    let mut at: Vec<jiff::Timestamp> = removed
+        .iter()
+        .map(|id| {
+            let note = format!("exclusion of {id} verified: deleting its resources");
+            let e = list
+                .iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("RemovingProcessGroup")
+                        && e.note.as_deref() == Some(note.as_str())
+                })
+                .unwrap_or_else(|| panic!("no RemovingProcessGroup Event for {id}"));
+            e.event_time.as_ref().expect("eventTime").0
+        })
+        .collect();
+    at.sort();
+    let gap = at[1].duration_since(at[0]).as_secs_f64();
+    // The wait counts from the first removal's ResourcesTerminating timestamp (whole seconds,
+    // taken after its deletion).
+    assert!(
+        gap >= (wait - 1) as f64,
+        "the second fault domain went {gap:.1}s after the first (wait {wait}s)"
+    );
+}

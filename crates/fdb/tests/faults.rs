@@ -404,19 +404,45 @@ async fn a_group_in_block_removal_is_excluded_but_keeps_its_pod_until_unblocked(
         .await
         .unwrap();
     let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
-    // Excluded and verified, and a later pass saw its resources still there.
+    // Excluded and verified (the pass that verified it goes on to the deletions)...
     testenv::eventually(
-        "the blocked group excluded, its pod kept",
+        "the blocked group excluded",
         Duration::from_secs(240),
         || {
-            let (h, victim, pods, pod_name) = (&h, &victim, &pods, &pod_name);
+            let (h, victim) = (&h, &victim);
             async move {
                 let c = h.clusters().get(name).await.ok()?;
                 let g = support::groups(&c)
                     .into_iter()
                     .find(|g| g.process_group_id.as_str() == victim)?;
-                let terminating = g.has_condition("ResourcesTerminating");
-                (g.exclusion_timestamp.is_some() && terminating).then_some(())?;
+                g.exclusion_timestamp.is_some().then_some(())
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}: calls {:?}", h.db(name).calls()));
+    // ... and a later pass (one that saw a newer generation, so it started after that one
+    // ended) still finds the group waiting to shrink, its pod kept.
+    let bump = json!({"spec": {"automationOptions": {"ignoreMissingProcessesSeconds": 31}}});
+    let bumped = h
+        .clusters()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&bump))
+        .await
+        .unwrap();
+    let generation = bumped.metadata.generation.unwrap_or_default();
+    testenv::eventually(
+        "a later pass keeps the blocked group's pod",
+        Duration::from_secs(240),
+        || {
+            let (h, victim, pods, pod_name) = (&h, &victim, &pods, &pod_name);
+            async move {
+                let c = h.clusters().get(name).await.ok()?;
+                let st = c.status.as_ref()?;
+                (st.generations.needs_shrink >= generation).then_some(())?;
+                let g = support::groups(&c)
+                    .into_iter()
+                    .find(|g| g.process_group_id.as_str() == victim)?;
+                g.exclusion_timestamp.is_some().then_some(())?;
                 let pod = pods.get_opt(pod_name).await.ok()??;
                 pod.metadata.deletion_timestamp.is_none().then_some(())
             }

@@ -19,8 +19,14 @@
 //!   include leave it directly. A failed or deferred include is a delayed requeue (60 s).
 //! - Groups in `buggify.blockRemoval` are excluded (and verified) but their resources are
 //!   never deleted while listed ([`removable`]); nothing else removable ⇒ continue.
-//! - Not built: `waitBetweenRemovalsSeconds`, the zone-wise removal mode (every removable
-//!   group is removed at once, mode `All`).
+//! - Pace ([`choose`], upstream's `removalMode` and `waitBetweenRemovalsSeconds`): groups whose
+//!   resources are already going (`ResourcesTerminating`) are always processed; new ones are
+//!   taken by `removalMode`: `Zone` (default) the fault domain with the most removable groups
+//!   (ties by name; groups without a fault domain share one), `ProcessGroup` one group,
+//!   `All` every one, `None` none. Unless the mode is `All`, nothing is deleted or included
+//!   until `waitBetweenRemovalsSeconds` (default 60) have passed since the newest
+//!   `ResourcesTerminating` timestamp (stop, with the time left), so zones are not removed
+//!   faster than Kubernetes deletes their pods.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -34,7 +40,9 @@ use super::exclude_processes::targets;
 use super::fault_tolerance::has_desired_fault_tolerance;
 use super::{Pass, step_error};
 use crate::admin::FdbStatus;
-use crate::crd::{ConnectionString, FoundationDBCluster, ProcessAddress, ProcessGroupStatus};
+use crate::crd::{
+    ConnectionString, FoundationDBCluster, ProcessAddress, ProcessGroupStatus, condition,
+};
 
 step_error!(RemoveProcessGroupsError, "removing process groups");
 
@@ -138,6 +146,89 @@ pub fn removable(
         .collect()
 }
 
+/// The zone of groups without a fault domain (upstream's).
+pub const UNKNOWN_ZONE: &str = "foundationdb.org/unknown";
+
+/// What [`choose`] decided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pace {
+    /// Process these groups now (`zone`: the fault domain the new ones come from, if any).
+    Remove {
+        /// The fault domain of the groups taken anew (`None`: only terminating ones, or mode
+        /// `All`).
+        zone: Option<String>,
+        /// The groups, terminating ones first, each sorted by ID.
+        groups: Vec<ProcessGroupStatus>,
+    },
+    /// Wait this long: a removal was started less than `waitBetweenRemovalsSeconds` ago.
+    Wait(Duration),
+}
+
+/// Which of the `removable` groups this pass processes, at `now` (seconds), by `mode` and
+/// `wait_between` seconds (see the module docs). An unknown mode (the CRD's enum admits none)
+/// counts as `Zone`.
+pub fn choose(mode: &str, wait_between: i64, removable: &[ProcessGroupStatus], now: i64) -> Pace {
+    let mut terminating: Vec<ProcessGroupStatus> = Vec::new();
+    let mut zones: BTreeMap<String, Vec<ProcessGroupStatus>> = BTreeMap::new();
+    let mut newest = 0;
+    for g in removable {
+        match g.condition_time(condition::RESOURCES_TERMINATING) {
+            Some(t) if t > 0 => {
+                newest = newest.max(t);
+                terminating.push(g.clone());
+            }
+            _ => {
+                let zone = if g.fault_domain.is_empty() {
+                    UNKNOWN_ZONE.to_owned()
+                } else {
+                    g.fault_domain.clone()
+                };
+                zones.entry(zone).or_default().push(g.clone());
+            }
+        }
+    }
+    if mode != "All" && newest > 0 {
+        let allowed_from = newest.saturating_add(wait_between.max(0));
+        if now < allowed_from {
+            let left = u64::try_from(allowed_from - now).unwrap_or(1);
+            return Pace::Wait(Duration::from_secs(left));
+        }
+    }
+    let by_id = |v: &mut Vec<ProcessGroupStatus>| {
+        v.sort_by(|a, b| a.process_group_id.cmp(&b.process_group_id));
+    };
+    by_id(&mut terminating);
+    let (zone, mut fresh) = match mode {
+        "All" => (None, zones.into_values().flatten().collect()),
+        "None" => (None, Vec::new()),
+        "ProcessGroup" => match zones.into_iter().next() {
+            Some((zone, mut groups)) => {
+                by_id(&mut groups);
+                groups.truncate(1);
+                (Some(zone), groups)
+            }
+            None => (None, Vec::new()),
+        },
+        _ => {
+            // The fault domain with the most removable groups; the first by name on a tie.
+            let most = zones
+                .iter()
+                .max_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| b.0.cmp(a.0)))
+                .map(|(zone, _)| zone.clone());
+            match most.and_then(|z| zones.remove_entry(&z)) {
+                Some((zone, groups)) => (Some(zone), groups),
+                None => (None, Vec::new()),
+            }
+        }
+    };
+    by_id(&mut fresh);
+    terminating.extend(fresh);
+    Pace::Remove {
+        zone,
+        groups: terminating,
+    }
+}
+
 impl RemoveProcessGroups {
     async fn run_step(&self, pass: &mut Pass) -> Result<Flow, RemoveProcessGroupsError> {
         let groups = pass.status().process_groups.clone();
@@ -214,6 +305,24 @@ impl RemoveProcessGroups {
             tracing::info!(cluster = %pass.name(), "every excluded group is in buggify.blockRemoval");
             return Ok(Flow::Continue);
         }
+        let mode = pass.cluster.removal_mode().to_owned();
+        let wait_between = pass.cluster.wait_between_removals_seconds();
+        let excluded = match choose(&mode, wait_between, &excluded, now.as_second()) {
+            Pace::Wait(left) => {
+                tracing::info!(cluster = %pass.name(), ?left, wait_between, "not allowed to remove process groups yet: the last removal started less than waitBetweenRemovalsSeconds ago");
+                return Ok(Flow::stop(left));
+            }
+            Pace::Remove { groups, .. } if groups.is_empty() => {
+                tracing::info!(cluster = %pass.name(), %mode, "removal mode takes no process group");
+                return Ok(Flow::Continue);
+            }
+            Pace::Remove { zone, groups } => {
+                if let Some(zone) = zone {
+                    tracing::info!(cluster = %pass.name(), %mode, %zone, groups = ?groups.iter().map(|g| g.process_group_id.as_str()).collect::<Vec<_>>(), "removing process groups");
+                }
+                groups
+            }
+        };
         if needs_deletions(&excluded, &pods, &pvcs, &services)
             && !pass
                 .db
@@ -418,6 +527,97 @@ mod tests {
         for (name, db, want) in cases {
             assert_eq!(classify("storage-1", &db), want, "{name}");
         }
+    }
+
+    #[test]
+    fn removals_are_paced_by_mode_and_the_wait_between() {
+        let t = |s: i64| jiff::Timestamp::from_second(s).unwrap();
+        // (id, zone, terminating since)
+        let g = |id: &str, zone: &str, terminating: Option<i64>| {
+            let mut g = ProcessGroupStatus::new(
+                ProcessGroupId::new(id),
+                ProcessClass::new("storage"),
+                t(0),
+            );
+            g.fault_domain = zone.into();
+            g.mark_for_removal(t(0));
+            g.set_exclude(t(0));
+            if let Some(s) = terminating {
+                g.update_condition(condition::RESOURCES_TERMINATING, true, t(s));
+            }
+            g
+        };
+        let fresh = [
+            g("storage-1", "z1", None),
+            g("storage-2", "z2", None),
+            g("storage-3", "z2", None),
+            g("storage-4", "", None),
+        ];
+        let ids = |pace: Pace| match pace {
+            Pace::Remove { zone, groups } => (
+                zone,
+                groups
+                    .iter()
+                    .map(|g| g.process_group_id.to_string())
+                    .collect::<Vec<_>>(),
+            ),
+            Pace::Wait(d) => panic!("waits {d:?}"),
+        };
+        // Zone: the fault domain with the most groups; All: every one; ProcessGroup: one;
+        // None: nothing new.
+        assert_eq!(
+            ids(choose("Zone", 60, &fresh, 1000)),
+            (
+                Some("z2".into()),
+                vec!["storage-2".into(), "storage-3".into()]
+            )
+        );
+        assert_eq!(ids(choose("All", 60, &fresh, 1000)).1.len(), 4);
+        assert_eq!(
+            ids(choose("ProcessGroup", 60, &fresh, 1000)),
+            (Some(UNKNOWN_ZONE.into()), vec!["storage-4".into()]),
+            "the first zone by name (groups without a fault domain share one)"
+        );
+        assert_eq!(ids(choose("None", 60, &fresh, 1000)), (None, vec![]));
+        // A tie goes to the first zone by name.
+        let tie = [g("storage-5", "zb", None), g("storage-6", "za", None)];
+        assert_eq!(ids(choose("Zone", 60, &tie, 1000)).0, Some("za".to_owned()));
+        // A zone terminating since 970: the next waits until 1030 unless the mode is All;
+        // terminating groups are always processed, first.
+        let mixed = [
+            g("storage-7", "z3", Some(970)),
+            g("storage-8", "z3", Some(950)),
+            g("storage-9", "z4", None),
+        ];
+        assert_eq!(
+            choose("Zone", 60, &mixed, 1000),
+            Pace::Wait(Duration::from_secs(30))
+        );
+        assert_eq!(
+            choose("None", 60, &mixed, 1000),
+            Pace::Wait(Duration::from_secs(30))
+        );
+        assert_eq!(
+            ids(choose("All", 60, &mixed, 1000)).1,
+            ["storage-7", "storage-8", "storage-9"]
+        );
+        assert_eq!(
+            ids(choose("Zone", 60, &mixed, 1030)),
+            (
+                Some("z4".into()),
+                vec!["storage-7".into(), "storage-8".into(), "storage-9".into()]
+            )
+        );
+        assert_eq!(
+            ids(choose("None", 60, &mixed, 1030)).1,
+            ["storage-7", "storage-8"],
+            "None still finishes what is terminating"
+        );
+        assert_eq!(
+            ids(choose("Zone", 0, &mixed, 970)).0,
+            Some("z4".to_owned()),
+            "no wait with waitBetweenRemovalsSeconds 0"
+        );
     }
 
     #[test]

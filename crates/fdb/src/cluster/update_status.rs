@@ -102,9 +102,11 @@ pub fn update_group(
     let deleting = seen
         .pod
         .is_some_and(|p| p.metadata.deletion_timestamp.is_some());
+    // Upstream's: a removed and excluded group's pod is gone or going (its timestamp paces
+    // the next removal, see remove_process_groups::choose).
     group.update_condition(
         condition::RESOURCES_TERMINATING,
-        removed_excluded && (deleting || seen.pod.is_some() || seen.pvc),
+        removed_excluded && (deleting || seen.pod.is_none()),
         now,
     );
     group.update_condition(

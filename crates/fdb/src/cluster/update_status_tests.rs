@@ -1,6 +1,7 @@
 use super::*;
 use crate::crd::{FoundationDBClusterSpec, ProcessClass, ProcessGroupId};
 use k8s_openapi::api::core::v1::{PodIP, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn t(s: i64) -> Timestamp {
     Timestamp::from_second(s).unwrap()
@@ -224,36 +225,39 @@ fn conditions_keep_their_first_timestamp_and_addresses_follow_the_pod() {
 }
 
 #[test]
-fn removed_and_excluded_groups_only_show_resources_terminating() {
+fn removed_and_excluded_groups_show_resources_terminating_once_their_pod_goes() {
     let mut g = group("storage-1", "storage");
     g.mark_for_removal(t(100));
     g.set_exclude(t(100));
-    let p = pod("Running", "127.1.0.7", "h");
-    update_group(
-        &mut g,
-        &Observed {
-            pod: Some(&p),
+    fn seen(p: Option<&Pod>) -> Observed<'_> {
+        Observed {
+            pod: p,
             pvc: true,
             status_has_processes: true,
             spec_hash: "other".into(),
             ..Default::default()
-        },
-        true,
-        t(200),
-    );
+        }
+    }
+    let running = pod("Running", "127.1.0.7", "h");
+    // Its pod still runs: nothing (and no other condition is gained once excluded).
+    update_group(&mut g, &seen(Some(&running)), true, t(200));
+    assert!(kinds(&g).is_empty(), "{:?}", kinds(&g));
+    // Its pod is being deleted: ResourcesTerminating, timed from then (it paces the next
+    // removal).
+    let mut deleting = running.clone();
+    deleting.metadata.deletion_timestamp = Some(Time(t(300)));
+    update_group(&mut g, &seen(Some(&deleting)), true, t(300));
     assert_eq!(kinds(&g), vec!["ResourcesTerminating"]);
-    update_group(
-        &mut g,
-        &Observed {
-            status_has_processes: true,
-            ..Default::default()
-        },
-        true,
-        t(300),
+    assert_eq!(
+        g.condition_time("ResourcesTerminating"),
+        Some(t(300).as_second())
     );
-    assert!(
-        kinds(&g).is_empty(),
-        "everything gone: nothing left to report"
+    // Its pod gone (the PVC may linger): still terminating, from the first time.
+    update_group(&mut g, &seen(None), true, t(400));
+    assert_eq!(kinds(&g), vec!["ResourcesTerminating"]);
+    assert_eq!(
+        g.condition_time("ResourcesTerminating"),
+        Some(t(300).as_second())
     );
 }
 

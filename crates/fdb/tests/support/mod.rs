@@ -333,9 +333,17 @@ pub async fn create(h: &Harness, name: &str, spec: serde_json::Value) -> Foundat
         "faultDomain": {"key": "foundationdb.org/none"},
         "routing": {"useDNSInClusterFile": false},
         "processes": {"general": {"volumeClaimTemplate": {"spec": {"resources": {"requests": {"storage": "1G"}}}}}},
+        // As upstream's own e2e tests: removals are not paced (a test of the pace sets it).
+        "automationOptions": {"waitBetweenRemovalsSeconds": 0},
     });
     for (k, v) in spec.as_object().unwrap() {
-        full[k] = v.clone();
+        match (
+            full.get_mut(k).and_then(|f| f.as_object_mut()),
+            v.as_object(),
+        ) {
+            (Some(f), Some(v)) if k == "automationOptions" => f.extend(v.clone()),
+            _ => full[k] = v.clone(),
+        }
     }
     let cluster: FoundationDBCluster = serde_json::from_value(json!({
         "apiVersion": "apps.foundationdb.org/v1beta2",
