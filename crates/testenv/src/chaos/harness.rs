@@ -7,7 +7,11 @@
 //!   its own process group, killed (SIGKILL) when dropped.
 //! - [`Operator::kill`] SIGKILLs it and waits until it is reaped; [`Operator::restart`] starts
 //!   it again with the same command.
-//! - [`KillSchedule`] gives the seeded gaps between kills: the same seed, the same gaps.
+//! - [`KillSchedule`] gives the seeded gaps between kills: the same seed, the same gaps. A gap
+//!   counts from the restart, or, with [`KillSchedule::counted_from`], from the first log line
+//!   of the new process that carries a marker (the operator leading: before that it writes
+//!   nothing, and on a loaded machine its start-up could take most of a gap, so kills would
+//!   land before it did any work), or a grace after the restart if the marker never comes.
 //! - [`Operator::kill_repeatedly`] kills and restarts on the schedule until the token is
 //!   cancelled, and returns how many kills it made; the operator is left running.
 //!   [`Operator::supervise`] does the same with an optional schedule and also restarts the
@@ -31,6 +35,8 @@ pub struct Operator {
     log: PathBuf,
     child: Option<Child>,
     starts: u32,
+    /// Where the current process's output starts in the log.
+    start_offset: u64,
 }
 
 impl Operator {
@@ -51,6 +57,7 @@ impl Operator {
             log: log.to_path_buf(),
             child: None,
             starts: 0,
+            start_offset: 0,
         };
         op.restart()?;
         Ok(op)
@@ -66,6 +73,7 @@ impl Operator {
             self.starts,
             self.binary.display()
         )?;
+        self.start_offset = log.metadata()?.len();
         let child = Command::new(&self.binary)
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -92,6 +100,18 @@ impl Operator {
         self.child
             .as_mut()
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Whether the current process has logged a line containing `marker`.
+    pub fn logged_since_start(&self, marker: &str) -> bool {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let Ok(mut f) = File::open(&self.log) else {
+            return false;
+        };
+        let mut text = String::new();
+        f.seek(SeekFrom::Start(self.start_offset))
+            .and_then(|_| f.read_to_string(&mut text))
+            .is_ok_and(|_| text.contains(marker))
     }
 
     /// How many times it was started.
@@ -122,10 +142,22 @@ impl Operator {
         stop: CancellationToken,
     ) -> anyhow::Result<Supervised> {
         let mut done = Supervised::default();
-        let mut next_kill = schedule
-            .as_mut()
-            .map(|s| tokio::time::Instant::now() + s.next_gap());
+        // The next kill, once armed; a schedule counted from a marker arms it when the marker
+        // (or the grace) comes.
+        let mut next_kill: Option<tokio::time::Instant> = None;
+        let mut started = tokio::time::Instant::now();
         loop {
+            if let (None, Some(s)) = (next_kill, schedule.as_mut()) {
+                let ready = match &s.from {
+                    None => true,
+                    Some((marker, grace)) => {
+                        started.elapsed() >= *grace || self.logged_since_start(marker)
+                    }
+                };
+                if ready {
+                    next_kill = Some(tokio::time::Instant::now() + s.next_gap());
+                }
+            }
             // Looks for an exit every 100 ms; the next kill comes at its seeded moment.
             let tick = tokio::time::Instant::now() + Duration::from_millis(100);
             let wake = next_kill.map_or(tick, |k| k.min(tick));
@@ -137,6 +169,10 @@ impl Operator {
                 done.exits += 1;
                 tracing::info!(target: "testenv::chaos", exits = done.exits, "operator exited by itself; restarting");
                 self.restart()?;
+                started = tokio::time::Instant::now();
+                if schedule.as_ref().is_some_and(|s| s.from.is_some()) {
+                    next_kill = None;
+                }
             }
             if let (Some(at), Some(s)) = (next_kill, schedule.as_mut())
                 && tokio::time::Instant::now() >= at
@@ -145,7 +181,8 @@ impl Operator {
                 done.kills += 1;
                 tracing::info!(target: "testenv::chaos", seed = s.seed, kills = done.kills, "operator SIGKILLed; restarting");
                 self.restart()?;
-                next_kill = Some(tokio::time::Instant::now() + s.next_gap());
+                started = tokio::time::Instant::now();
+                next_kill = None;
             }
         }
         if !self.running() {
@@ -178,17 +215,28 @@ pub struct KillSchedule {
     min: Duration,
     max: Duration,
     state: u64,
+    /// Count each gap from a log marker of the new process (or this grace after its start).
+    from: Option<(String, Duration)>,
 }
 
 impl KillSchedule {
-    /// Gaps between `min` and `max` from `seed`.
+    /// Gaps between `min` and `max` from `seed`, each counted from the restart.
     pub fn new(seed: u64, min: Duration, max: Duration) -> Self {
         Self {
             seed,
             min,
             max: max.max(min),
             state: seed ^ 0xA5A5_5A5A_DEAD_BEEF,
+            from: None,
         }
+    }
+
+    /// The same gaps, each counted from the first log line of the restarted process that
+    /// contains `marker`, or from `grace` after its start when no such line comes.
+    #[must_use]
+    pub fn counted_from(mut self, marker: &str, grace: Duration) -> Self {
+        self.from = Some((marker.to_owned(), grace));
+        self
     }
 
     /// The next gap.
@@ -222,6 +270,40 @@ mod tests {
         assert!(a.iter().all(|g| *g >= min && *g <= max));
         let distinct: std::collections::BTreeSet<_> = a.iter().collect();
         assert!(distinct.len() > 90, "gaps vary");
+    }
+
+    #[tokio::test]
+    async fn gaps_counted_from_a_marker_start_when_the_new_process_logs_it() {
+        let dir = std::env::temp_dir().join(format!("chaos-marker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Leads 150 ms after its start, then runs until killed.
+        let script = "sleep 0.15; echo 'acquired leadership'; exec sleep 300";
+        let mut op = Operator::start(Path::new("/bin/sh"), &["-c", script], &[], &dir.join("log"))
+            .expect("start");
+        let stop = CancellationToken::new();
+        let stopper = stop.clone();
+        let schedule = KillSchedule::new(2, Duration::from_millis(20), Duration::from_millis(40))
+            .counted_from("acquired leadership", Duration::from_secs(30));
+        let kill = tokio::spawn(async move {
+            let kills = op.kill_repeatedly(schedule, stop).await.expect("kills");
+            (kills, op)
+        });
+        tokio::time::sleep(Duration::from_millis(1500)).await; // the window in which kills are made
+        stopper.cancel();
+        let (kills, op) = kill.await.expect("join");
+        assert!(kills >= 2, "{kills} kills");
+        // Every process that was killed had logged the marker first.
+        let log = std::fs::read_to_string(op.log()).unwrap();
+        let runs: Vec<&str> = log.split("---- start").skip(1).collect();
+        assert_eq!(runs.len() as u32, kills + 1);
+        for run in &runs[..runs.len() - 1] {
+            assert!(
+                run.contains("acquired leadership"),
+                "killed before leading: {run:?}"
+            );
+        }
+        drop(op);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]

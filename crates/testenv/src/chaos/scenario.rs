@@ -441,7 +441,7 @@ pub fn plan(seed: Option<u64>) -> Plan {
     }
 }
 
-/// The kill schedule of a run's chaos phase `phase` (0, 1, …): a SIGKILL every 2–8 s, from
+/// The kill schedule of a run's chaos phase `phase` (0, 1, …): a SIGKILL 2–8 s after each (re)start leads, from
 /// `seed`; none for the baseline.
 pub fn kills(seed: Option<u64>, phase: u64) -> Option<KillSchedule> {
     seed.map(|s| {
@@ -450,6 +450,9 @@ pub fn kills(seed: Option<u64>, phase: u64) -> Option<KillSchedule> {
             Duration::from_secs(2),
             Duration::from_secs(8),
         )
+        // Each gap from the restarted operator's leadership (kit::leader's log line), so a
+        // loaded machine's slow start-ups do not eat the time it gets to work.
+        .counted_from("acquired leadership", Duration::from_secs(20))
     })
 }
 
