@@ -339,10 +339,14 @@ async fn suspend_and_overrides_follow_the_four_level_priority() {
 #[tokio::test]
 async fn expired_override_ends_on_time_without_any_other_event() {
     let env = Env::new("ri-expiry").await;
+    env.create("a", json!({"index": 0})).await;
+    // Running first, so the override below is seen by a controller already following the
+    // instance (on a loaded machine a first pass could come after a short override ended,
+    // and the instance would never stop).
+    env.wait_phase("a", InstancePhase::Running).await;
     // Whole seconds: metav1.Time stores no fraction.
     let until =
-        jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + 3).expect("until");
-    env.create("a", json!({"index": 0})).await;
+        jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + 8).expect("until");
     env.patch_status(
         "a",
         json!({"suspended": {"actor": "manual", "until": until.to_string()}}),
