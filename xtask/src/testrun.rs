@@ -338,16 +338,7 @@ fn failure_lines(text: &str, cap: usize) -> Vec<String> {
         if KEYS.iter().any(key) && !is_log_line(line) {
             let after = if line.contains("panicked at") { 2 } else { 0 };
             for l in &lines[i..(i + 1 + after).min(lines.len())] {
-                let mut l = l.trim_end().to_string();
-                if l.len() > 300 {
-                    let mut cut = 300;
-                    while !l.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    l.truncate(cut);
-                    l.push('…');
-                }
-                out.push(l);
+                out.push(cut(l.trim_end(), 300));
             }
             i += 1 + after;
         } else {
@@ -397,6 +388,18 @@ fn is_log_line(line: &str) -> bool {
         && b[13] == b':'
 }
 
+/// `text` cut at `max` bytes (on a character boundary), marked with `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// One line per failing test of a binary's output: `label::test at file:line: message`
 /// (the panic's first message line, cut at 240 characters); a binary that failed without a
 /// failing test gets one line saying so.
@@ -421,16 +424,10 @@ fn failed_tests(label: &str, text: &str) -> Vec<String> {
                 .nth(1)
                 .unwrap_or_default()
                 .trim_end_matches(':');
-            let message = lines.get(i + 2 + p).copied().unwrap_or_default().trim();
-            let mut message = message.to_string();
-            if message.len() > 240 {
-                let mut cut = 240;
-                while !message.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                message.truncate(cut);
-                message.push('…');
-            }
+            let message = cut(
+                lines.get(i + 2 + p).copied().unwrap_or_default().trim(),
+                240,
+            );
             format!(" at {at}: {message}")
         });
         out.push(format!("{label}::{test}{why}"));

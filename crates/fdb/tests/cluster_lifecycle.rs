@@ -120,14 +120,7 @@ async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
     // 3. Scale storage 3 → 2 once the database allows exclusions (recovery gate).
     let before = storage_groups(&c);
     db.advance(700);
-    h.clusters()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"processCounts": {"storage": 2}}})),
-        )
-        .await
-        .unwrap();
+    h.scale_storage(name, 2).await;
     // The group is excluded, verified, its resources deleted; the include waits for the
     // inclusion gate (the exclusion was a recovery).
     let excluded = testenv::eventually(
@@ -547,14 +540,7 @@ async fn removals_go_one_fault_domain_at_a_time_with_the_wait_between() {
         .into_iter()
         .map(|g| (g.process_group_id.to_string(), g.fault_domain))
         .collect();
-    h.clusters()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"processCounts": {"storage": 3}}})),
-        )
-        .await
-        .unwrap();
+    h.scale_storage(name, 3).await;
     let c = h.removals_done(name, Duration::from_secs(240)).await;
     let removed: Vec<String> = before.difference(&storage_groups(&c)).cloned().collect();
     assert_eq!(removed.len(), 2, "{removed:?}");

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use fdb::crd::FoundationDBCluster;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::json;
 use support::{Harness, ID_LABEL, open_recovery_gates, storage_groups};
 
@@ -29,14 +29,7 @@ async fn scale_down_under_kills(seed: u64) {
     let before = support::create(&h, name, json!({"processCounts": {"storage": 5}})).await;
     assert_eq!(storage_groups(&before).len(), 5);
 
-    h.clusters()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"processCounts": {"storage": 3}}})),
-        )
-        .await
-        .expect("scale down");
+    h.scale_storage(name, 3).await;
     let mut rng = fastrand::Rng::with_seed(seed);
     let started = Instant::now();
     let (mut kills, mut during_removal) = (0, 0);

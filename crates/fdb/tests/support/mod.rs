@@ -13,7 +13,7 @@ use fdb::admin::fake::FakeDatabase;
 use fdb::cluster::{CliClients, Context, DatabaseClients, FakeClients, Options};
 use fdb::crd::{FoundationDBCluster, ProcessGroupStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::TestNamespace;
 use tokio_util::sync::CancellationToken;
@@ -260,6 +260,15 @@ impl Harness {
 
     /// Reconciled with every removal finished: a pending removal (resources terminating or
     /// waiting for the include) does not block `reconciled`, as upstream.
+    /// Sets cluster `name`'s storage process count to `n`.
+    pub async fn scale_storage(&self, name: &str, n: i64) {
+        let patch = json!({"spec": {"processCounts": {"storage": n}}});
+        self.clusters()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("scale storage");
+    }
+
     pub async fn removals_done(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
         testenv::wait_for(
             &self.clusters(),
