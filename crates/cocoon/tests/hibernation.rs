@@ -10,6 +10,7 @@ use cocoon::hibernation::decide::Timeouts;
 use cocoon::names::{self, TAG_HIBERNATE, lifecycle};
 use cocoon::pods::state;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -33,6 +34,22 @@ async fn more_passes(env: &Env, n: f64) {
     })
     .await
     .expect("passes");
+}
+
+/// The Events with `reason` about `regarding` once they count at least `n` occurrences (the
+/// controller publishes a transition's Events just after its status write, so they may come
+/// a moment after the phase a test waited for); on timeout, fails showing those there are.
+async fn occurrences_at_least(env: &Env, regarding: &str, reason: &str, n: i32) -> Vec<Event> {
+    let what = format!("{n} occurrences of {reason} on {regarding}");
+    let got = testenv::eventually(&what, T, || async {
+        let list = env.events(regarding, reason).await;
+        (occurrences(&list) >= n).then_some(list)
+    })
+    .await;
+    match got {
+        Ok(list) => list,
+        Err(e) => panic!("{e}: {:?}", env.events(regarding, reason).await),
+    }
 }
 
 #[tokio::test]
@@ -417,7 +434,9 @@ async fn hibernate_flipped_back_while_waking_hibernates_again() {
     let pod = env.wait_pod("p", "hibernated again", hibernated).await;
     assert!(flagged(&pod) && !state::vm_live(&pod));
     assert!(env.tag_exists(&vm, TAG_HIBERNATE).await);
-    assert_eq!(occurrences(&env.events("p", "Hibernated").await), 2);
+    // The second Hibernated Event is published just after the status write seen above.
+    let hibernated = occurrences_at_least(&env, "p", "Hibernated", 2).await;
+    assert_eq!(occurrences(&hibernated), 2);
 }
 
 #[tokio::test]

@@ -486,18 +486,26 @@ async fn a_spec_only_the_operator_can_judge_is_reported_and_nothing_is_created()
         .unwrap();
     assert!(pods.items.is_empty(), "nothing created for an invalid spec");
     assert!(h.db(name).calls().is_empty(), "{:?}", h.db(name).calls());
-    let events =
-        Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
-    let warned = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .any(|e| {
-            e.reason.as_deref() == Some("InvalidSpec") && e.type_.as_deref() == Some("Warning")
-        });
-    assert!(warned, "a Warning Event explains");
+    // The Event is published just after the status write seen above: waited for, not read once.
+    let warned = |list: &[(String, String)]| {
+        list.iter()
+            .any(|(reason, type_)| reason == "InvalidSpec" && type_ == "Warning")
+    };
+    let seen = testenv::eventually(
+        "a Warning Event InvalidSpec",
+        Duration::from_secs(60),
+        || {
+            let h = &h;
+            async move { Some(event_types(h).await).filter(|l| warned(l)) }
+        },
+    )
+    .await;
+    if let Err(e) = seen {
+        panic!(
+            "{e}: no Warning Event explains; Events (reason, type): {:?}",
+            event_types(&h).await
+        );
+    }
 
     // Fixed: the cluster comes up.
     h.clusters()
@@ -574,4 +582,16 @@ async fn removals_go_one_fault_domain_at_a_time_with_the_wait_between() {
         gap >= (wait - 1) as f64,
         "the second fault domain went {gap:.1}s after the first (wait {wait}s)"
     );
+}
+
+/// The namespace's Events as (reason, type).
+async fn event_types(h: &Harness) -> Vec<(String, String)> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.type_.unwrap_or_default()))
+        .collect()
 }

@@ -137,6 +137,21 @@ impl Env {
         self.pods().list(&lp).await.expect("list pods").items
     }
 
+    /// Waits until an Event about `name` has `reason`. The controller publishes its Events in
+    /// the background (`apply::event`), so one may land a moment after the status a test
+    /// waited for; on timeout, fails showing the reasons there are.
+    async fn wait_event_reason(&self, name: &str, reason: &str) {
+        let what = format!("a {reason} Event about {name}");
+        let got = testenv::eventually(&what, T, || async {
+            let r = self.event_reasons(name).await;
+            r.iter().any(|x| x == reason).then_some(())
+        })
+        .await;
+        if let Err(e) = got {
+            panic!("{e}: {:?}", self.event_reasons(name).await);
+        }
+    }
+
     async fn event_reasons(&self, name: &str) -> Vec<String> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &self.ns.name);
         let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
@@ -328,12 +343,7 @@ async fn suspend_and_overrides_follow_the_four_level_priority() {
         ready(&inst)
     );
     assert!(!inst.spec.suspend, "spec untouched");
-    assert!(
-        env.event_reasons("a")
-            .await
-            .iter()
-            .any(|r| r == "DeletedPod")
-    );
+    env.wait_event_reason("a", "DeletedPod").await;
 }
 
 #[tokio::test]
@@ -362,12 +372,7 @@ async fn expired_override_ends_on_time_without_any_other_event() {
         "expired override cleared"
     );
     assert!(jiff::Timestamp::now() >= until);
-    assert!(
-        env.event_reasons("a")
-            .await
-            .iter()
-            .any(|r| r == "SuspendedExpired")
-    );
+    env.wait_event_reason("a", "SuspendedExpired").await;
 }
 
 #[tokio::test]
@@ -850,12 +855,8 @@ async fn base_mode_and_overlays_on_one_shared_pvc_never_run_together() {
     .await
     .expect("base waits");
     assert!(env.instance_pods("base-b").await.is_empty());
-    assert!(
-        env.event_reasons("overlay-c")
-            .await
-            .iter()
-            .any(|r| r == "BaseLayerConflict")
-    );
+    env.wait_event_reason("overlay-c", "BaseLayerConflict")
+        .await;
 }
 
 #[tokio::test]

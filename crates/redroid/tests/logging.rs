@@ -124,47 +124,66 @@ async fn info_logs_say_what_the_operator_does() {
     .await
     .expect("c resumed");
 
+    // Each line is logged just after the write it reports (the task's `Complete` just after
+    // the status write waited for above), or by a pass nothing above waited for (b's
+    // conflict): the lines are waited for, not read once.
     let ns_field = format!("namespace={}", ns.name);
-    let expect = |what: &str, needles: &[&str]| {
-        let mut all = vec!["INFO", ns_field.as_str()];
-        all.extend_from_slice(needles);
-        assert!(
-            !logs.lines_with(&all).is_empty(),
-            "no INFO line for {what} with {all:?}; logged:\n{}",
+    let wanted: [(&str, &[&str]); 9] = [
+        ("the Pod created", &["created Pod", "name=a", "pod=a-pod-"]),
+        (
+            "the Service applied",
+            &["applied Service", "service=a", "created=true"],
+        ),
+        (
+            "a phase transition",
+            &["instance phase changed", "name=a", "to=Running"],
+        ),
+        (
+            "a conflict",
+            &["instance held back", "name=b", "reason=IndexConflict"],
+        ),
+        (
+            "an override set",
+            &["set status.suspended", "task=t", "instance=c"],
+        ),
+        ("the Pod deleted", &["deleted Pod", "name=c"]),
+        ("the Job created", &["created Job", "task=t", "job=t-c"]),
+        (
+            "the override cleared",
+            &["cleared status.suspended", "instance=c"],
+        ),
+        (
+            "the task completing",
+            &[
+                "task condition changed",
+                "condition=Complete",
+                "status=True",
+            ],
+        ),
+    ];
+    let missing = || {
+        wanted
+            .iter()
+            .filter(|(_, needles)| {
+                let mut all = vec!["INFO", ns_field.as_str()];
+                all.extend_from_slice(needles);
+                logs.lines_with(&all).is_empty()
+            })
+            .map(|(what, needles)| format!("{what} {needles:?}"))
+            .collect::<Vec<_>>()
+    };
+    let logged = testenv::eventually("an INFO line for every write", WAIT, || {
+        let left = missing();
+        async move { left.is_empty().then_some(()) }
+    })
+    .await;
+    if let Err(e) = logged {
+        panic!(
+            "{e}: no INFO line (with {ns_field}) for {:?}; logged:\n{}",
+            missing(),
             logs.lines_with(&[ns_field.as_str()]).join("\n")
         );
-    };
-    expect("the Pod created", &["created Pod", "name=a", "pod=a-pod-"]);
-    expect(
-        "the Service applied",
-        &["applied Service", "service=a", "created=true"],
-    );
-    expect(
-        "a phase transition",
-        &["instance phase changed", "name=a", "to=Running"],
-    );
-    expect(
-        "a conflict",
-        &["instance held back", "name=b", "reason=IndexConflict"],
-    );
-    expect(
-        "an override set",
-        &["set status.suspended", "task=t", "instance=c"],
-    );
-    expect("the Pod deleted", &["deleted Pod", "name=c"]);
-    expect("the Job created", &["created Job", "task=t", "job=t-c"]);
-    expect(
-        "the override cleared",
-        &["cleared status.suspended", "instance=c"],
-    );
-    expect(
-        "the task completing",
-        &[
-            "task condition changed",
-            "condition=Complete",
-            "status=True",
-        ],
-    );
+    }
     // Passes that change nothing stay at debug.
     assert!(
         logs.lines_with(&["INFO", "reconciled"]).is_empty(),

@@ -193,17 +193,30 @@ async fn a_liveness_failure_restarts_the_container_and_bumps_restart_count() {
         .expect("last state");
     // `sleep` as PID 1 ignores SIGTERM: it was SIGKILLed after the grace period.
     assert_eq!((last.exit_code, last.signal), (137, Some(9)));
+    // The node records its Events fire-and-forget (`procnode::events`): the failed probes'
+    // `Unhealthy` is waited for, not read once when the restart is seen.
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), &ns.name);
-    let list = events
-        .list(&Default::default())
-        .await
-        .expect("events")
-        .items;
-    assert!(
-        list.iter()
-            .any(|e| e.reason.as_deref() == Some("Unhealthy")),
-        "Unhealthy event"
-    );
+    let reasons = || async {
+        events
+            .list(&Default::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter_map(|e| e.reason)
+            .collect::<Vec<_>>()
+    };
+    let seen = testenv::eventually("an Unhealthy event", T, || async {
+        reasons()
+            .await
+            .iter()
+            .any(|r| r == "Unhealthy")
+            .then_some(())
+    })
+    .await;
+    if let Err(e) = seen {
+        panic!("{e}: Unhealthy event; reasons: {:?}", reasons().await);
+    }
 }
 
 #[tokio::test]
