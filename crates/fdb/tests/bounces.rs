@@ -155,13 +155,8 @@ async fn a_knob_change_bounces_storage_processes_once_after_the_minimum_uptime()
 }
 
 async fn event_reasons(h: &Harness) -> Vec<String> {
-    let events =
-        Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
-    events
-        .list(&ListParams::default())
+    h.events()
         .await
-        .unwrap()
-        .items
         .into_iter()
         .map(|e| e.reason.unwrap_or_default())
         .collect()

@@ -557,9 +557,7 @@ async fn removals_go_one_fault_domain_at_a_time_with_the_wait_between() {
         "two fault domains: {zone_of:?}"
     );
     // When each group's resources were deleted: its RemovingProcessGroup Event.
-    let events =
-        Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
-    let list = events.list(&ListParams::default()).await.unwrap().items;
+    let list = h.events().await;
     let mut at: Vec<jiff::Timestamp> = removed
         .iter()
         .map(|id| {
@@ -586,11 +584,8 @@ async fn removals_go_one_fault_domain_at_a_time_with_the_wait_between() {
 
 /// The namespace's Events as (reason, type).
 async fn event_types(h: &Harness) -> Vec<(String, String)> {
-    Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name)
-        .list(&ListParams::default())
+    h.events()
         .await
-        .unwrap()
-        .items
         .into_iter()
         .map(|e| (e.reason.unwrap_or_default(), e.type_.unwrap_or_default()))
         .collect()

@@ -78,11 +78,8 @@ async fn recreated(
 }
 
 async fn event_reasons(h: &Harness) -> Vec<String> {
-    Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name)
-        .list(&ListParams::default())
+    h.events()
         .await
-        .unwrap()
-        .items
         .into_iter()
         .filter_map(|e| e.reason)
         .collect()

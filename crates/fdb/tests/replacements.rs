@@ -18,7 +18,7 @@ use fdb::cluster::Options;
 use fdb::crd::FoundationDBCluster;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use support::{Harness, create, groups, ids, ready, storage_groups};
 
@@ -40,13 +40,8 @@ async fn fail_pod(h: &Harness, pod: &str) {
 }
 
 async fn event_reasons(h: &Harness) -> Vec<(String, String)> {
-    let events =
-        Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name);
-    events
-        .list(&ListParams::default())
+    h.events()
         .await
-        .unwrap()
-        .items
         .into_iter()
         .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()

@@ -33,11 +33,8 @@ async fn patch_spec(h: &Harness, name: &str, spec: serde_json::Value) {
 }
 
 async fn events(h: &Harness) -> Vec<(String, String)> {
-    Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns.name)
-        .list(&ListParams::default())
+    h.events()
         .await
-        .unwrap()
-        .items
         .into_iter()
         .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()

@@ -260,6 +260,15 @@ impl Harness {
 
     /// Reconciled with every removal finished: a pending removal (resources terminating or
     /// waiting for the include) does not block `reconciled`, as upstream.
+    /// The Events in the test's namespace.
+    pub async fn events(&self) -> Vec<k8s_openapi::api::events::v1::Event> {
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.client.clone(), &self.ns.name)
+            .list(&ListParams::default())
+            .await
+            .expect("list Events")
+            .items
+    }
+
     /// Sets cluster `name`'s storage process count to `n`.
     pub async fn scale_storage(&self, name: &str, n: i64) {
         let patch = json!({"spec": {"processCounts": {"storage": n}}});
