@@ -232,7 +232,101 @@ impl Env {
             Err(e) => {
                 let now = self.clusters().get(name).await.ok();
                 let st = now.and_then(|c| c.status);
-                panic!("waiting for RedisCluster {name}: {e}; status: {st:#?}")
+                let first = e.to_string();
+                let first = first.lines().next().unwrap_or_default();
+                let summary = self.summary(name).await;
+                self.print_pod_logs().await;
+                panic!(
+                    "waiting for RedisCluster {name}: {first} now: {summary}\n{e}; status: {st:#?}"
+                )
+            }
+        }
+    }
+
+    /// One line on cluster `name` and its pods, to head a failure's message (a CI summary
+    /// keeps a panic's first line): the phase and its reason, each pod's phase, readiness and
+    /// restarts, and the namespace's Events other than the operator's routine ones.
+    pub async fn summary(&self, name: &str) -> String {
+        use k8s_openapi::api::events::v1::Event;
+        let mut out = String::new();
+        if let Ok(rc) = self.clusters().get(name).await {
+            let st = rc.status.unwrap_or_default();
+            out.push_str(&format!(
+                "phase {:?} ({}), primary {:?}, ready {}, sentinels ready {};",
+                st.phase,
+                st.phase_reason,
+                st.current_primary,
+                st.ready_instances,
+                st.sentinel_ready_instances
+            ));
+        }
+        let pods = self.api::<Pod>().list(&Default::default()).await;
+        for p in pods.map(|l| l.items).unwrap_or_default() {
+            let s = p.status.clone().unwrap_or_default();
+            let ready = s
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            let restarts: i32 = s
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| c.restart_count)
+                .sum();
+            out.push_str(&format!(
+                " {} {} ready={ready} restarts={restarts} ip={};",
+                p.metadata.name.unwrap_or_default(),
+                s.phase.unwrap_or_default(),
+                s.pod_ip.unwrap_or_default()
+            ));
+        }
+        let events = Api::<Event>::namespaced(self.admin.clone(), &self.ns.name)
+            .list(&Default::default())
+            .await;
+        let mut seen = std::collections::BTreeMap::<String, u32>::new();
+        for e in events.map(|l| l.items).unwrap_or_default() {
+            let reason = e.reason.unwrap_or_default();
+            let about = e.regarding.and_then(|r| r.name).unwrap_or_default();
+            if e.type_.as_deref() == Some("Warning")
+                || ["Killing", "BackOff"].contains(&reason.as_str())
+            {
+                *seen
+                    .entry(format!("{reason}/{about}: {}", e.note.unwrap_or_default()))
+                    .or_default() += 1;
+            }
+        }
+        for (e, n) in seen {
+            out.push_str(&format!(" event {e} (x{n});"));
+        }
+        out
+    }
+
+    /// Prints the last lines of every container run of the namespace's process-node pods
+    /// (the current and the previous one), for a failure's diagnosis.
+    pub async fn print_pod_logs(&self) {
+        const LINES: usize = 40;
+        let pods = self.api::<Pod>().list(&Default::default()).await;
+        for p in pods.map(|l| l.items).unwrap_or_default() {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let statuses = p.status.as_ref().and_then(|s| s.container_statuses.clone());
+            for c in statuses.unwrap_or_default() {
+                for previous in [true, false] {
+                    let Ok(text) = testenv::procnode::logs(&p, &c.name, previous) else {
+                        continue;
+                    };
+                    let lines: Vec<&str> = text.lines().collect();
+                    let tail = &lines[lines.len().saturating_sub(LINES)..];
+                    let run = if previous { "previous" } else { "current" };
+                    eprintln!(
+                        "--- {name}/{} ({run} run, last {} lines)",
+                        c.name,
+                        tail.len()
+                    );
+                    for l in tail {
+                        eprintln!("    {l}");
+                    }
+                }
             }
         }
     }
