@@ -115,6 +115,12 @@ pub struct Flags {
     /// Where fdbcli, fdbbackup and fdbrestore are, one directory per `major.minor` version.
     #[arg(long, env = "FDB_BINARY_DIR")]
     pub fdb_binary_dir: Option<PathBuf>,
+
+    /// Upstream watches Nodes only when this pod label (naming the pod's cluster) is given;
+    /// this operator always watches the nodes' taints and wakes the clusters that have
+    /// `taintReplacementOptions`, so the value is accepted for compatibility and not needed.
+    #[arg(long)]
+    pub cluster_label_key_for_node_trigger: Option<String>,
 }
 
 /// Parses a duration: `30s`, `5m`, `1h30m`, `1.5s` (Go's and jiff's friendly forms).
@@ -294,6 +300,7 @@ mod tests {
             "--minimum-recovery-time-for-exclusion=1.0",
             "--minimum-recovery-time-for-inclusion=2.5",
             "--zap-log-level=debug",
+            "--cluster-label-key-for-node-trigger=foundationdb.org/fdb-cluster-name",
         ])
         .expect("upstream flags parse");
         assert_eq!(f.operator.metrics_addr.port(), 9090);

@@ -2,7 +2,9 @@
 //! database (processes follow the pods, as upstream's mock does): a pod stuck in phase Failed
 //! is deleted and recreated for the same group; a group failed for longer than the failure
 //! time is replaced and removed only after its exclusion; a pod-spec change of the
-//! transaction system replaces log groups one at a time within `maxConcurrentReplacements`.
+//! transaction system replaces log groups one at a time within `maxConcurrentReplacements`; a
+//! group whose node carries a configured taint gains `NodeTaintDetected` and
+//! `NodeTaintReplacing` and is replaced, and the conditions clear with the taint.
 //!
 //! Pods are made to fail with kwok's chaos stage (the label
 //! `pod-container-running-failed.stage.kwok.x-k8s.io=true` turns a running pod Failed).
@@ -16,9 +18,9 @@ use std::time::Duration;
 
 use fdb::cluster::Options;
 use fdb::crd::FoundationDBCluster;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{Harness, create, groups, ids, ready, storage_groups};
 
@@ -328,6 +330,204 @@ async fn a_transaction_system_spec_change_replaces_log_groups_one_at_a_time() {
         .filter(|(r, _)| r == "ReplacingMisconfiguredProcessGroup")
         .count();
     assert!(replaced >= 4, "{events:?}");
+    let violations = h.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
+/// Adds (`on`) or removes the taint `key` (effect PreferNoSchedule, so nothing is evicted and
+/// other tests' pods may still land there) on the shared node `node`.
+async fn set_taint(h: &Harness, node: &str, key: &str, on: bool) {
+    let nodes: Api<Node> = Api::all(h.client.clone());
+    testenv::eventually(
+        "the node's taints written",
+        Duration::from_secs(30),
+        || async {
+            let mut n = nodes.get(node).await.ok()?;
+            let spec = n.spec.get_or_insert_with(Default::default);
+            let taints = spec.taints.get_or_insert_with(Vec::new);
+            taints.retain(|t| t.key != key);
+            if on {
+                taints.push(Taint {
+                    key: key.into(),
+                    effect: "PreferNoSchedule".into(),
+                    ..Taint::default()
+                });
+            }
+            // A conflict (another writer) retries with a fresh copy.
+            nodes.replace(node, &PostParams::default(), &n).await.ok()
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_group_on_a_tainted_node_is_replaced_and_the_condition_clears_with_the_taint() {
+    let h = Harness::start_with("fdb-taint", Options::default()).await;
+    let name = "tainted";
+    h.simulate(name);
+    let db = h.db(name);
+    db.set_drain_reads(3);
+    // The taint key is the namespace's own, so no other test's cluster or node reacts to it.
+    let key = format!("flotilla.test/{}", h.ns.name);
+    // Each pod is its own fault domain here (the scheduler packs the pods onto few of the three
+    // kwok nodes), so every group of the tainted node is a tainted fault domain: the guard
+    // (maxFaultDomainsWithTaintedProcessGroups, default 10 %) is opened to all of them, and
+    // maxConcurrentReplacements (1) still replaces one at a time.
+    let c = create(
+        &h,
+        name,
+        json!({
+            "automationOptions": {"replacements": {
+                "taintReplacementOptions": [{"key": key, "durationInSeconds": 1}],
+                "taintReplacementTimeSeconds": 2,
+                "maxFaultDomainsWithTaintedProcessGroups": "100%",
+            }},
+        }),
+    )
+    .await;
+    db.advance(700);
+    let before: BTreeSet<String> = groups(&c)
+        .iter()
+        .map(|g| g.process_group_id.to_string())
+        .collect();
+    let group = groups(&c)
+        .into_iter()
+        .find(|g| g.process_class.as_str() == "storage")
+        .expect("a storage group");
+    let node = pods(&h)
+        .get(&group.pod_name(name))
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.node_name)
+        .expect("scheduled");
+    let on_node: BTreeSet<String> = pods(&h)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node))
+        .filter_map(|p| {
+            p.labels()
+                .get("foundationdb.org/fdb-process-group-id")
+                .cloned()
+        })
+        .collect();
+    assert!(
+        on_node.contains(group.process_group_id.as_str()),
+        "{on_node:?}"
+    );
+    set_taint(&h, &node, &key, true).await;
+
+    // NodeTaintDetected at once, NodeTaintReplacing after the option's second, then marked for
+    // removal after taintReplacementTimeSeconds.
+    let watched = on_node.clone();
+    let detected = testenv::wait_for(
+        &h.clusters(),
+        name,
+        Duration::from_secs(120),
+        move |c: &FoundationDBCluster| {
+            groups(c).iter().any(|g| {
+                watched.contains(g.process_group_id.as_str())
+                    && g.has_condition("NodeTaintDetected")
+            })
+        },
+    )
+    .await
+    .expect("NodeTaintDetected on a group of the tainted node");
+    for g in groups(&detected) {
+        if !on_node.contains(g.process_group_id.as_str()) {
+            assert!(
+                !g.has_condition("NodeTaintDetected"),
+                "only groups on the tainted node: {g:?}"
+            );
+        }
+    }
+    let watched = on_node.clone();
+    let marked = testenv::wait_for(
+        &h.clusters(),
+        name,
+        Duration::from_secs(120),
+        move |c: &FoundationDBCluster| {
+            groups(c)
+                .iter()
+                .any(|g| watched.contains(g.process_group_id.as_str()) && g.is_marked_for_removal())
+        },
+    )
+    .await
+    .expect("a group of the tainted node is marked for removal");
+    // Untaint at once: the other groups of that node must not follow.
+    set_taint(&h, &node, &key, false).await;
+    let replaced: Vec<_> = groups(&marked)
+        .into_iter()
+        .filter(|g| g.is_marked_for_removal())
+        .collect();
+    assert_eq!(replaced.len(), 1, "one at a time: {replaced:?}");
+    let replaced = replaced[0].clone();
+    let id = replaced.process_group_id.to_string();
+    assert!(replaced.has_condition("NodeTaintReplacing"), "{replaced:?}");
+    assert!(
+        !replaced.exclusion_skipped,
+        "it has an address: excluded first"
+    );
+
+    // The replacement comes up, the group is excluded and removed; the taint conditions of the
+    // node's other groups go with the taint. The database's clock runs fast from here (15 s
+    // every 250 ms), so the recovery-age gates of exclusion and inclusion (a replaced
+    // coordinator means a recovery) open within seconds instead of minutes.
+    let clock = db.clone();
+    let ticker = tokio::spawn(async move {
+        loop {
+            clock.advance(15);
+            tokio::time::sleep(Duration::from_millis(250)).await; // the clock's tick, not a wait
+        }
+    });
+    testenv::eventually(
+        "the replaced group excluded and its pod gone",
+        Duration::from_secs(240),
+        || async {
+            let c = h.clusters().get(name).await.ok()?;
+            let g = groups(&c)
+                .into_iter()
+                .find(|g| g.process_group_id.as_str() == id && g.exclusion_timestamp.is_some())?;
+            pods(&h)
+                .get_opt(&g.pod_name(name))
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}: calls {:?}", db.calls()));
+    let c = h.removals_done(name, Duration::from_secs(240)).await;
+    ticker.abort();
+    let after: BTreeSet<String> = groups(&c)
+        .iter()
+        .map(|g| g.process_group_id.to_string())
+        .collect();
+    assert!(!after.contains(&id), "{after:?}");
+    assert_eq!(
+        before.difference(&after).count(),
+        1,
+        "only {id} replaced: {after:?}"
+    );
+    assert_eq!(after.len(), before.len(), "{after:?}");
+    for g in groups(&c) {
+        assert!(
+            !g.has_condition("NodeTaintDetected") && !g.has_condition("NodeTaintReplacing"),
+            "cleared with the taint: {g:?}"
+        );
+    }
+    let events = event_reasons(&h).await;
+    assert!(
+        events.iter().any(|(r, n)| r == "ReplacingProcessGroup"
+            && n.contains(&id)
+            && n.contains("NodeTaintReplacing")),
+        "{events:?}"
+    );
     let violations = h.violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:?}");
 }

@@ -40,6 +40,7 @@ pub mod remove_services;
 pub mod replace_failed_process_groups;
 pub mod replace_misconfigured_process_groups;
 pub mod resources;
+pub mod taints;
 pub mod update_config_map;
 pub mod update_database_configuration;
 pub mod update_lock_configuration;
@@ -54,13 +55,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Service};
 use kit::controller::{ControllerSettings, RunContext, run_controller};
 use kit::pipeline::Pipeline;
 use kit::reconcile::{Backoff, ReconcileError};
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
 use crate::admin::cli::{BinaryConfig, CliAdminClient, CliLockClient, ProcessRunner};
@@ -244,6 +246,8 @@ pub struct Context<O = Options> {
     /// The status last written per object (by uid, as JSON), for a pass whose cached copy
     /// has not caught up with that write yet.
     pub written: kit::written::Written<serde_json::Value>,
+    /// The nodes' taints (the operator's node cache once its watcher runs).
+    pub nodes: taints::NodeTaints,
 }
 
 impl<O: Default> Context<O> {
@@ -260,6 +264,7 @@ impl<O: Default> Context<O> {
             options: O::default(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             written: kit::written::Written::default(),
+            nodes: taints::NodeTaints::default(),
         }
     }
 
@@ -615,7 +620,30 @@ pub async fn run_with(
             wc.clone(),
         )
         .owns(api::<Service>(&client, &namespace), wc.clone())
-        .owns(api::<ConfigMap>(&client, &namespace), wc);
+        .owns(api::<ConfigMap>(&client, &namespace), wc.clone());
+    // Nodes (cluster-wide, taints only): a change of a node's taints wakes every cluster
+    // that reacts to taints (taints.rs).
+    let (node_store, node_writer) = kube::runtime::reflector::store();
+    ctx.nodes.set_store(node_store);
+    let node_events = kube::runtime::watcher(Api::<Node>::all(client.clone()), wc)
+        .default_backoff()
+        .modify(taints::strip)
+        .reflect(node_writer)
+        .touched_objects();
+    let clusters = controller.store();
+    let wake_ctx = ctx.clone();
+    let wake = move |node: Node| {
+        if !wake_ctx.nodes.changed(&node) {
+            return Vec::new();
+        }
+        clusters
+            .state()
+            .into_iter()
+            .filter(|c| taints::enabled(c))
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let controller = controller.watches_stream(node_events, wake);
     let mut settings = ControllerSettings::new(CONTROLLER);
     settings.max_concurrent_reconciles = concurrency.max(1);
     run_controller(controller, &settings, &rc, reconcile, error_policy, ctx).await;

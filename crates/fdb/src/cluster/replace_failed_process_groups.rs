@@ -11,9 +11,11 @@
 //!   (`replacements.enabled: false`) or their budget is 0, or when every group crash-loops
 //!   (`*`). Groups already marked, in the database's maintenance zone or crash-looping on
 //!   purpose (`buggify.crashLoop`, `crashLoopContainers`) are left alone. A group qualifies
-//!   by the earliest of its replacement conditions older than the failure time
-//!   (`NodeTaintReplacing` only with `taintReplacementOptions`; this operator never sets
-//!   that condition). The budget is `maxConcurrentReplacements` (1) minus the groups marked
+//!   by the earliest of its replacement conditions older than the failure time, or
+//!   `NodeTaintReplacing` (set by UpdateStatus, see taints.rs) older than
+//!   `taintReplacementTimeSeconds` (1800), and that only with `taintReplacementOptions` and
+//!   while no more fault domains are tainted than `maxFaultDomainsWithTaintedProcessGroups`
+//!   (10 %, at least 1; an unparsable value allows none). The budget is `maxConcurrentReplacements` (1) minus the groups marked
 //!   and not yet excluded, counted per group, or per fault domain with
 //!   `faultDomainBasedReplacements`. A group with no address is replaced only with locality
 //!   exclusions, or when the database has its desired fault tolerance, and then skips its
@@ -28,10 +30,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use kit::pipeline::{Flow, Step, StepResult};
+use kube::ResourceExt;
 
 use super::fault_tolerance::has_desired_fault_tolerance;
 use super::{Pass, step_error};
-use crate::crd::{FoundationDBCluster, ProcessGroupId, ProcessGroupStatus};
+
+use crate::crd::{FoundationDBCluster, ProcessGroupId, ProcessGroupStatus, condition};
 
 step_error!(ReplaceFailedError, "replacing failed process groups");
 
@@ -83,6 +87,40 @@ fn crash_looping(cluster: &FoundationDBCluster) -> Option<BTreeSet<String>> {
     Some(ids)
 }
 
+/// Upstream's `nodeTaintReplacementsAllowed`: taint options are set and no more fault domains
+/// hold a `NodeTaintReplacing` group than `maxFaultDomainsWithTaintedProcessGroups` allows (a
+/// guard against something tainting many nodes at once). Groups without a fault domain do not
+/// count.
+pub fn taint_replacements_allowed(
+    cluster: &FoundationDBCluster,
+    groups: &[ProcessGroupStatus],
+) -> bool {
+    if !super::taints::enabled(cluster) {
+        return false;
+    }
+    let mut domains = BTreeSet::new();
+    let mut tainted = BTreeSet::new();
+    for g in groups.iter().filter(|g| !g.fault_domain.is_empty()) {
+        domains.insert(g.fault_domain.as_str());
+        if g.has_condition(condition::NODE_TAINT_REPLACING) {
+            tainted.insert(g.fault_domain.as_str());
+        }
+    }
+    match cluster.max_fault_domains_with_tainted_process_groups(domains.len()) {
+        Ok(max) => {
+            let allowed = max >= tainted.len() as i64;
+            if !allowed {
+                tracing::info!(cluster = %cluster.name_any(), tainted = tainted.len(), fault_domains = domains.len(), max, "not replacing for node taints: too many fault domains are tainted");
+            }
+            allowed
+        }
+        Err(e) => {
+            tracing::warn!(cluster = %cluster.name_any(), error = %e, "not replacing for node taints");
+            false
+        }
+    }
+}
+
 /// See the module docs. `maintenance_zone` is the database's (empty when none).
 pub fn choose(
     cluster: &FoundationDBCluster,
@@ -111,16 +149,10 @@ pub fn choose(
         .replacements
         .fault_domain_based_replacements
         .unwrap_or(false);
-    let taint_secs = if cluster
-        .spec
-        .automation_options
-        .replacements
-        .taint_replacement_options
-        .is_empty()
-    {
-        NEVER
-    } else {
+    let taint_secs = if taint_replacements_allowed(cluster, groups) {
         cluster.taint_replacement_time_seconds()
+    } else {
+        NEVER
     };
     let failure_secs = cluster.failure_detection_time_seconds();
     for g in groups {

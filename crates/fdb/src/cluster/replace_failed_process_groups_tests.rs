@@ -250,3 +250,82 @@ fn fault_domain_based_budget() {
     assert_eq!(ids(&got), ["b1"]);
     assert!(got.more);
 }
+
+fn tainted(id: &str, zone: &str, age: i64) -> ProcessGroupStatus {
+    group(id, zone, condition::NODE_TAINT_REPLACING, age)
+}
+
+#[test]
+fn a_tainted_group_is_replaced_after_the_taint_replacement_time() {
+    let spec = |max: serde_json::Value| {
+        let mut r = json!({"taintReplacementOptions": [{"key": "*", "durationInSeconds": 0}],
+                           "taintReplacementTimeSeconds": 60});
+        if !max.is_null() {
+            r["maxFaultDomainsWithTaintedProcessGroups"] = max;
+        }
+        json!({"automationOptions": {"replacements": r}})
+    };
+    let healthy: Vec<ProcessGroupStatus> = (0..9)
+        .map(|i| group(&format!("h{i}"), &format!("z{i}"), "", 0))
+        .collect();
+    let with = |extra: Vec<ProcessGroupStatus>| {
+        let mut all = healthy.clone();
+        all.extend(extra);
+        all
+    };
+    // Ten fault domains: 10 % allows one tainted domain.
+    let got = run(
+        spec(serde_json::Value::Null),
+        &with(vec![tainted("t", "zt", 61)]),
+        "",
+        true,
+    );
+    assert_eq!(ids(&got), ["t"]);
+    assert_eq!(got.replace[0].condition, condition::NODE_TAINT_REPLACING);
+    let got = run(
+        spec(serde_json::Value::Null),
+        &with(vec![tainted("t", "zt", 60)]),
+        "",
+        true,
+    );
+    assert!(
+        ids(&got).is_empty(),
+        "not yet past taintReplacementTimeSeconds"
+    );
+    // Two tainted domains of eleven: 10 % (one) is exceeded, nothing is replaced.
+    let two = with(vec![tainted("t", "zt", 600), tainted("u", "zu", 600)]);
+    assert!(ids(&run(spec(serde_json::Value::Null), &two, "", true)).is_empty());
+    // A number or a larger percentage allows them (one at a time, the replacement budget).
+    let got = run(spec(json!(2)), &two, "", true);
+    assert_eq!(ids(&got), ["t"]);
+    assert!(got.more);
+    assert_eq!(ids(&run(spec(json!("20%")), &two, "", true)), ["t"]);
+    // Unparsable: no taint replacement at all, failures still replaced.
+    let mixed = with(vec![
+        tainted("t", "zt", 600),
+        group("f", "zf", condition::POD_FAILING, 9000),
+    ]);
+    assert_eq!(ids(&run(spec(json!("lots")), &mixed, "", true)), ["f"]);
+}
+
+#[test]
+fn the_tainted_fault_domain_limit_is_at_least_one() {
+    let c = cluster(json!({"automationOptions": {"replacements": {
+        "taintReplacementOptions": [{"key": "*", "durationInSeconds": 0}],
+        "maxFaultDomainsWithTaintedProcessGroups": "10%"}}}));
+    assert_eq!(c.max_fault_domains_with_tainted_process_groups(3), Ok(1));
+    assert_eq!(c.max_fault_domains_with_tainted_process_groups(25), Ok(2));
+    assert!(
+        c.max_fault_domains_with_tainted_process_groups(0).is_ok(),
+        "no fault domain known yet"
+    );
+    let groups = [
+        tainted("a", "z1", 10),
+        tainted("b", "z1", 10),
+        group("c", "z2", "", 0),
+    ];
+    assert!(
+        taint_replacements_allowed(&c, &groups),
+        "two groups of one domain count once"
+    );
+}

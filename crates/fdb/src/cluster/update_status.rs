@@ -9,7 +9,8 @@
 //! - Builds the status from the previous one: the database's connection string wins,
 //!   `configured` is sticky, the live configuration and the running version are refreshed
 //!   only from an available database, and each process group's conditions follow its pod,
-//!   PVC and processes ([`update_group`]). Groups named in the spec's removal lists are
+//!   PVC and processes ([`update_group`]), and its node's taints ([`super::taints`]; the
+//!   nodes are read once per pass, only for a cluster with `taintReplacementOptions`). Groups named in the spec's removal lists are
 //!   marked for removal (without exclusion for `processGroupsToRemoveWithoutExclusion`).
 //!   A storage group in the database's maintenance zone keeps its conditions unchanged
 //!   ([`under_maintenance`]).
@@ -28,7 +29,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kit::pipeline::{Flow, Step, StepResult};
 
-use super::{Pass, coordinators, monitor, resources, step_error, update_metadata};
+use super::{Pass, coordinators, monitor, resources, step_error, taints, update_metadata};
 use crate::admin::FdbStatus;
 use crate::admin::status::ProcessInfo;
 use crate::crd::{
@@ -413,6 +414,21 @@ impl UpdateStatus {
             .as_ref()
             .map(|d| d.cluster.maintenance_zone.clone())
             .unwrap_or_default();
+        let taint_options = &cluster
+            .spec
+            .automation_options
+            .replacements
+            .taint_replacement_options;
+        let node_taints = if taints::enabled(&cluster) {
+            let names: BTreeSet<String> = pods
+                .values()
+                .filter_map(|p| taints::checked_node(p))
+                .map(str::to_owned)
+                .collect();
+            pass.ctx.nodes.lookup(&pass.ctx.client, &names).await
+        } else {
+            BTreeMap::new()
+        };
         for group in &mut status.process_groups {
             let id = group.process_group_id.clone();
             if without_exclusion.contains(&id) || group.process_class.as_str() == "test" {
@@ -455,6 +471,13 @@ impl UpdateStatus {
                 }),
             };
             update_group(group, &seen, available, now);
+            if let Some(node) = pod.and_then(taints::checked_node) {
+                if taint_options.is_empty() {
+                    taints::clear(group, now);
+                } else if let Some(node_taints) = node_taints.get(node) {
+                    taints::update_conditions(group, taint_options, node_taints, now);
+                }
+            }
         }
         status
             .process_groups

@@ -303,6 +303,36 @@ impl FoundationDBCluster {
             .unwrap_or(1800)
     }
 
+    /// Fault domains that may hold process groups replaced for a node taint, out of
+    /// `fault_domains`: `maxFaultDomainsWithTaintedProcessGroups` as a number or a percentage
+    /// rounded down (default `10%`), at least 1. An unparsable value is an error.
+    pub fn max_fault_domains_with_tainted_process_groups(
+        &self,
+        fault_domains: usize,
+    ) -> Result<i64, String> {
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        let value = self
+            .spec
+            .automation_options
+            .replacements
+            .max_fault_domains_with_tainted_process_groups
+            .clone()
+            .unwrap_or_else(|| IntOrString::String("10%".into()));
+        let max = match value {
+            IntOrString::Int(n) => i64::from(n),
+            IntOrString::String(s) => {
+                let percent = s
+                    .strip_suffix('%')
+                    .and_then(|p| p.parse::<i64>().ok())
+                    .ok_or_else(|| {
+                        format!("maxFaultDomainsWithTaintedProcessGroups {s:?} is neither a number nor a percentage")
+                    })?;
+                percent * fault_domains as i64 / 100
+            }
+        };
+        Ok(max.max(1))
+    }
+
     /// Misconfiguration replacements at once (default unlimited).
     pub fn max_concurrent_replacements(&self) -> i64 {
         self.spec

@@ -496,6 +496,18 @@ impl ProcessGroupStatus {
         self.process_group_conditions.push(cond(kind, now));
     }
 
+    /// Moves condition `kind`'s first-seen time to `timestamp` (Unix seconds); nothing when
+    /// the group lacks it.
+    pub fn set_condition_time(&mut self, kind: &str, timestamp: i64) {
+        if let Some(c) = self
+            .process_group_conditions
+            .iter_mut()
+            .find(|c| c.kind == kind)
+        {
+            c.timestamp = timestamp;
+        }
+    }
+
     /// Replaces the addresses with the non-empty ones of `addresses`, or, with
     /// `include_old`, appends them (deduplicated, order kept).
     pub fn add_addresses(&mut self, addresses: &[String], include_old: bool) {
