@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use testenv::chaos::scenario::{ENV_PARALLEL, ENV_REPORT, ENV_SEEDS, RunReport};
 
 /// The operators that have chaos scenarios.
-pub const OPERATORS: &[&str] = &["redroid", "cocoon", "redis"];
+pub const OPERATORS: &[&str] = &["redroid", "cocoon", "redis", "fdb"];
 
 /// `cargo xtask chaos` arguments.
 #[derive(clap::Args)]

@@ -565,6 +565,12 @@ pub async fn reconcile(
         tracing::info!(cluster = %cluster.name_any(), "skipping: spec.skip is set");
         return Ok(Action::await_change());
     }
+    // Being deleted: its children go with it (owner references); creating or updating any
+    // now would only race the garbage collector (upstream keeps reconciling).
+    if cluster.metadata.deletion_timestamp.is_some() {
+        tracing::debug!(cluster = %cluster.name_any(), "being deleted: nothing to do");
+        return Ok(Action::await_change());
+    }
     if let Err(problem) = cluster.validate() {
         return invalid_spec(ctx, &cluster, &problem).await;
     }
