@@ -275,25 +275,8 @@ async fn a_coordinator_is_removed_only_after_new_coordinators_and_the_lock_obeys
         )
         .await
         .unwrap();
-    testenv::eventually(
-        "removed coordinator excluded and gone",
-        Duration::from_secs(240),
-        || async {
-            let c = h.clusters().get(name).await.ok()?;
-            let g =
-                c.status?.process_groups.into_iter().find(|g| {
-                    g.process_group_id.as_str() == id && g.exclusion_timestamp.is_some()
-                })?;
-            let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
-            pods.get_opt(&g.pod_name(name))
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}: calls {:?}", db.calls()));
+    h.excluded_and_gone(name, &id, Duration::from_secs(240))
+        .await;
     db.advance(700);
     let c = h.removals_done(name, Duration::from_secs(240)).await;
     let status = c.status.unwrap();

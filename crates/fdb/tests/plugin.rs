@@ -6,7 +6,9 @@
 //! unknown condition; `get configuration` prints the `configure` arguments; `remove
 //! process-groups` asks first (no leaves the spec alone), adds by pod name, and with
 //! `--remove-all-failed -e=false` to the list without exclusion; `cordon` adds the groups on a
-//! node; `version` reads the operator Deployment's tag; a missing cluster is named.
+//! node; `version` reads the operator Deployment's tag; a missing cluster is named; `buggify
+//! no-schedule`/`crash-loop` add, clear and clean their lists and `empty-monitor-conf` sets
+//! and unsets its flag.
 //! With the operator on the `fdb-sim` CLI path: `restart` kills the chosen group's process
 //! through fdbcli, and `get exclusion-status` follows a removal's exclusion until it is done.
 
@@ -55,6 +57,29 @@ fn pod(name: &str, id: &str, class: &str, node: &str) -> Pod {
     .expect("pod")
 }
 
+/// Creates cluster `c1` (no status, no operator) and the pods of its groups `storage-1`,
+/// `storage-2` and `log-1`.
+async fn cluster_c1_with_pods(client: &kube::Client, n: &str) -> FoundationDBCluster {
+    let c: FoundationDBCluster = serde_json::from_value(json!({
+        "apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
+        "metadata": {"name": "c1"}, "spec": {"version": "7.1.57"},
+    }))
+    .expect("cluster");
+    let created = Api::<FoundationDBCluster>::namespaced(client.clone(), n)
+        .create(&PostParams::default(), &c)
+        .await
+        .expect("create");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), n);
+    for p in [
+        pod("c1-storage-1", "storage-1", "storage", "kwok-node-0"),
+        pod("c1-storage-2", "storage-2", "storage", "kwok-node-1"),
+        pod("c1-log-1", "log-1", "log", "kwok-node-1"),
+    ] {
+        pods.create(&PostParams::default(), &p).await.expect("pod");
+    }
+    created
+}
+
 fn removals(c: &FoundationDBCluster) -> (Vec<String>, Vec<String>) {
     let ids = |v: &[fdb::crd::ProcessGroupId]| v.iter().map(|i| i.0.clone()).collect();
     (
@@ -72,15 +97,7 @@ async fn analyze_configuration_removals_cordon_and_version() {
     let ns = TestNamespace::new(&client, "fdb-plugin").await;
     let n = ns.name.as_str();
     let clusters: Api<FoundationDBCluster> = Api::namespaced(client.clone(), n);
-    let c: FoundationDBCluster = serde_json::from_value(json!({
-        "apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
-        "metadata": {"name": "c1"}, "spec": {"version": "7.1.57"},
-    }))
-    .expect("cluster");
-    let created = clusters
-        .create(&PostParams::default(), &c)
-        .await
-        .expect("create");
+    let created = cluster_c1_with_pods(&client, n).await;
     let status = |failing: bool, generation: Option<i64>| {
         let conditions = if failing {
             json!([{"type": "MissingProcesses", "timestamp": 1_700_000_000}])
@@ -107,13 +124,6 @@ async fn analyze_configuration_removals_cordon_and_version() {
         .await
         .expect("status");
     let pods: Api<Pod> = Api::namespaced(client.clone(), n);
-    for p in [
-        pod("c1-storage-1", "storage-1", "storage", "kwok-node-0"),
-        pod("c1-storage-2", "storage-2", "storage", "kwok-node-1"),
-        pod("c1-log-1", "log-1", "log", "kwok-node-1"),
-    ] {
-        pods.create(&PostParams::default(), &p).await.expect("pod");
-    }
     testenv::eventually("kwok runs the pods", Duration::from_secs(60), || {
         let pods = pods.clone();
         async move {
@@ -245,6 +255,204 @@ async fn analyze_configuration_removals_cordon_and_version() {
             "foundationdbcluster \"nope\" not found in namespace \"{n}\""
         ))
     );
+}
+
+#[tokio::test]
+async fn buggify_edits_the_lists_and_the_monitor_conf_flag() {
+    let client = testenv::client().await;
+    for crd in fdb::crd::crds() {
+        testenv::install_crd(&client, crd).await.expect("CRD");
+    }
+    let ns = TestNamespace::new(&client, "fdb-buggify").await;
+    let n = ns.name.as_str();
+    let clusters: Api<FoundationDBCluster> = Api::namespaced(client.clone(), n);
+    cluster_c1_with_pods(&client, n).await;
+    let groups = json!({"status": {"processGroups": [
+        {"processGroupID": "storage-1", "processClass": "storage"},
+        {"processGroupID": "storage-2", "processClass": "storage"},
+        {"processGroupID": "log-1", "processClass": "log"},
+    ]}});
+    clusters
+        .patch_status("c1", &PatchParams::default(), &Patch::Merge(groups))
+        .await
+        .expect("status");
+    let buggify = || async { clusters.get("c1").await.expect("cluster").spec.buggify };
+    let ids = |v: &[fdb::crd::ProcessGroupId]| v.iter().map(|i| i.0.clone()).collect::<Vec<_>>();
+
+    // no-schedule: "no" leaves the spec alone; add by pod name, by ID, clear one, clean.
+    let (r, out, _) = plugin(
+        n,
+        "n\n",
+        &["buggify", "no-schedule", "-c", "c1", "c1-storage-1"],
+    )
+    .await;
+    assert_eq!(r, Err("user aborted the removal".into()));
+    assert!(
+        out.contains(&format!(
+            "Adding [storage-1] from no-schedule from cluster {n}/c1 [y/n]: "
+        )),
+        "{out}"
+    );
+    assert!(buggify().await.no_schedule.is_empty());
+    let (r, out, err) = plugin(
+        n,
+        "y\n",
+        &["buggify", "no-schedule", "-c", "c1", "c1-storage-1"],
+    )
+    .await;
+    assert_eq!(r, Ok(()), "{out}{err}");
+    let (r, ..) = plugin(
+        n,
+        "",
+        &[
+            "-w=false",
+            "buggify",
+            "no-schedule",
+            "-c",
+            "c1",
+            "--use-process-group-id",
+            "log-1",
+            "storage-1",
+        ],
+    )
+    .await;
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        ids(&buggify().await.no_schedule),
+        ["storage-1", "log-1"],
+        "in order, no duplicate"
+    );
+    let (r, ..) = plugin(
+        n,
+        "",
+        &[
+            "-w=false",
+            "buggify",
+            "no-schedule",
+            "--clear",
+            "-c",
+            "c1",
+            "c1-storage-1",
+        ],
+    )
+    .await;
+    assert_eq!(r, Ok(()));
+    assert_eq!(ids(&buggify().await.no_schedule), ["log-1"]);
+    let (r, out, _) = plugin(
+        n,
+        "",
+        &["-w=false", "buggify", "no-schedule", "--clean", "-c", "c1"],
+    )
+    .await;
+    assert_eq!(r, Ok(()));
+    assert_eq!(out, "foundationdbcluster/c1: no-schedule list: []\n");
+    assert!(buggify().await.no_schedule.is_empty());
+    let (r, ..) = plugin(n, "", &["-w=false", "buggify", "no-schedule", "-c", "c1"]).await;
+    assert_eq!(r, Err("please provide at least one Pod".into()));
+
+    // crash-loop: per container, the entry kept (empty) after --clean.
+    let (r, ..) = plugin(
+        n,
+        "",
+        &[
+            "-w=false",
+            "buggify",
+            "crash-loop",
+            "-c",
+            "c1",
+            "c1-storage-2",
+        ],
+    )
+    .await;
+    assert_eq!(r, Ok(()));
+    let (r, ..) = plugin(
+        n,
+        "",
+        &[
+            "-w=false",
+            "buggify",
+            "crash-loop",
+            "-c",
+            "c1",
+            "--container-name",
+            "foundationdb-kubernetes-sidecar",
+            "--process-class",
+            "storage",
+        ],
+    )
+    .await;
+    assert_eq!(r, Ok(()));
+    let b = buggify().await;
+    let entries: Vec<(String, Vec<String>)> = b
+        .crash_loop_containers
+        .iter()
+        .map(|e| (e.container_name.clone(), ids(&e.targets)))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("foundationdb".to_owned(), vec!["storage-2".to_owned()]),
+            (
+                "foundationdb-kubernetes-sidecar".to_owned(),
+                vec!["storage-1".to_owned(), "storage-2".to_owned()]
+            ),
+        ]
+    );
+    let (r, ..) = plugin(
+        n,
+        "",
+        &["-w=false", "buggify", "crash-loop", "--clean", "-c", "c1"],
+    )
+    .await;
+    assert_eq!(r, Ok(()));
+    let b = buggify().await;
+    assert_eq!(b.crash_loop_containers[0].container_name, "foundationdb");
+    assert!(b.crash_loop_containers[0].targets.is_empty());
+    assert_eq!(
+        b.crash_loop_containers[1].targets.len(),
+        2,
+        "other containers untouched"
+    );
+
+    // empty-monitor-conf: set, refused when already set, unset.
+    let (r, out, _) = plugin(n, "y\n", &["buggify", "empty-monitor-conf", "-c", "c1"]).await;
+    assert_eq!(r, Ok(()), "{out}");
+    assert!(
+        out.starts_with(&format!(
+            "Setting empty-monitor-conf to true for cluster {n}/c1 [y/n]: "
+        )),
+        "{out}"
+    );
+    assert!(buggify().await.empty_monitor_conf);
+    let (r, ..) = plugin(
+        n,
+        "",
+        &["-w=false", "buggify", "empty-monitor-conf", "-c", "c1"],
+    )
+    .await;
+    assert_eq!(r, Err("empty-monitor-conf is already set to true".into()));
+    let (r, ..) = plugin(
+        n,
+        "",
+        &[
+            "-w=false",
+            "buggify",
+            "empty-monitor-conf",
+            "-c",
+            "c1",
+            "--set-value=false",
+        ],
+    )
+    .await;
+    assert_eq!(r, Ok(()));
+    assert!(!buggify().await.empty_monitor_conf);
+    let (r, ..) = plugin(
+        n,
+        "",
+        &["-w=false", "buggify", "empty-monitor-conf", "-c", "missing"],
+    )
+    .await;
+    assert!(r.as_ref().is_err_and(|e| e.contains("missing")), "{r:?}");
 }
 
 #[tokio::test]

@@ -185,24 +185,8 @@ async fn a_group_failed_longer_than_the_failure_time_is_replaced_and_removed_aft
     assert!(!g.exclusion_skipped, "it has an address: excluded first");
     assert!(g.has_condition("PodFailing"), "{g:?}");
     // Excluded, verified, its pod deleted; the include waits for the recovery gate.
-    testenv::eventually(
-        "the failed group excluded and its pod gone",
-        Duration::from_secs(240),
-        || async {
-            let c = h.clusters().get(name).await.ok()?;
-            let g = groups(&c)
-                .into_iter()
-                .find(|g| g.process_group_id.as_str() == id && g.exclusion_timestamp.is_some())?;
-            pods(&h)
-                .get_opt(&g.pod_name(name))
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}: calls {:?}", db.calls()));
+    h.excluded_and_gone(name, &id, Duration::from_secs(240))
+        .await;
     db.advance(700);
     let c = h.removals_done(name, Duration::from_secs(240)).await;
     let after = storage_groups(&c);
@@ -484,24 +468,8 @@ async fn a_group_on_a_tainted_node_is_replaced_and_the_condition_clears_with_the
             tokio::time::sleep(Duration::from_millis(250)).await; // the clock's tick, not a wait
         }
     });
-    testenv::eventually(
-        "the replaced group excluded and its pod gone",
-        Duration::from_secs(240),
-        || async {
-            let c = h.clusters().get(name).await.ok()?;
-            let g = groups(&c)
-                .into_iter()
-                .find(|g| g.process_group_id.as_str() == id && g.exclusion_timestamp.is_some())?;
-            pods(&h)
-                .get_opt(&g.pod_name(name))
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}: calls {:?}", db.calls()));
+    h.excluded_and_gone(name, &id, Duration::from_secs(240))
+        .await;
     let c = h.removals_done(name, Duration::from_secs(240)).await;
     ticker.abort();
     let after: BTreeSet<String> = groups(&c)

@@ -10,7 +10,8 @@ use kube::ResourceExt;
 
 use crate::admin::status::FdbStatus;
 use crate::crd::{
-    DatabaseConfiguration, FoundationDBCluster, ProcessGroupId, ProcessGroupStatus, condition,
+    CrashLoopContainerObject, DatabaseConfiguration, FoundationDBCluster, ProcessGroupId,
+    ProcessGroupStatus, condition,
 };
 
 /// Every process-group condition type `--ignore-condition` and `--process-condition` accept.
@@ -421,6 +422,62 @@ pub fn removal_list(
         }
     }
     (list.len() != before).then_some(list)
+}
+
+/// How `kubectl fdb buggify` changes a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListEdit {
+    /// Add the process groups (kept in order, no duplicates).
+    Add,
+    /// Remove the process groups (`--clear`).
+    Clear,
+    /// Empty the list (`--clean`).
+    Clean,
+}
+
+/// `list` after `edit` with `ids`.
+pub fn edit_list(
+    list: &[ProcessGroupId],
+    ids: &[ProcessGroupId],
+    edit: ListEdit,
+) -> Vec<ProcessGroupId> {
+    match edit {
+        ListEdit::Add => {
+            let mut out = list.to_vec();
+            for id in ids {
+                if !out.contains(id) {
+                    out.push(id.clone());
+                }
+            }
+            out
+        }
+        ListEdit::Clear => list
+            .iter()
+            .filter(|id| !ids.contains(id))
+            .cloned()
+            .collect(),
+        ListEdit::Clean => Vec::new(),
+    }
+}
+
+/// `buggify.crashLoopContainers` after `edit` of `container`'s targets, as upstream's: adding
+/// creates the container's entry when missing; cleaning empties its targets and keeps it.
+pub fn edit_crash_loop(
+    list: &[CrashLoopContainerObject],
+    container: &str,
+    ids: &[ProcessGroupId],
+    edit: ListEdit,
+) -> Vec<CrashLoopContainerObject> {
+    let mut out = list.to_vec();
+    match out.iter_mut().find(|c| c.container_name == container) {
+        Some(entry) => entry.targets = edit_list(&entry.targets, ids, edit),
+        None if edit == ListEdit::Add => out.push(CrashLoopContainerObject {
+            container_name: container.to_owned(),
+            targets: edit_list(&[], ids, edit),
+        }),
+        None => {}
+    }
+    out
 }
 
 /// The `configure` arguments of the configuration the operator would apply, with

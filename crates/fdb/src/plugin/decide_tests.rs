@@ -383,3 +383,43 @@ fn kubectl_arguments_and_the_operator_version() {
         Err("could not find container: other in ns/op".into())
     );
 }
+
+#[test]
+fn buggify_lists_add_in_order_clear_and_clean() {
+    let ids = |v: &[&str]| {
+        v.iter()
+            .map(|s| ProcessGroupId::new(*s))
+            .collect::<Vec<_>>()
+    };
+    let list = ids(&["a", "b"]);
+    assert_eq!(
+        edit_list(&list, &ids(&["c", "a"]), ListEdit::Add),
+        ids(&["a", "b", "c"])
+    );
+    assert_eq!(
+        edit_list(&list, &ids(&["a", "z"]), ListEdit::Clear),
+        ids(&["b"])
+    );
+    assert!(edit_list(&list, &[], ListEdit::Clean).is_empty());
+
+    let entry = |name: &str, targets: &[&str]| CrashLoopContainerObject {
+        container_name: name.into(),
+        targets: ids(targets),
+    };
+    let containers = vec![entry("foundationdb", &["a"])];
+    assert_eq!(
+        edit_crash_loop(&containers, "sidecar", &ids(&["b"]), ListEdit::Add),
+        vec![entry("foundationdb", &["a"]), entry("sidecar", &["b"])],
+        "a new container gets its entry"
+    );
+    assert_eq!(
+        edit_crash_loop(&containers, "sidecar", &ids(&["a"]), ListEdit::Clear),
+        containers,
+        "clearing a container without entry changes nothing"
+    );
+    assert_eq!(
+        edit_crash_loop(&containers, "foundationdb", &[], ListEdit::Clean),
+        vec![entry("foundationdb", &[])],
+        "cleaning keeps the entry, as upstream's"
+    );
+}

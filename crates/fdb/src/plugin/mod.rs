@@ -19,6 +19,11 @@
 //! - `cordon -c CLUSTER NODE… | --node-selector`: the same for every group with a pod on
 //!   those nodes.
 //! - `restart -c CLUSTER [PODS…]`: restarts the selected groups' fdbserver processes.
+//! - `buggify crash-loop|no-schedule -c CLUSTER [PODS…] [--clear|--clean]`: edits
+//!   `spec.buggify.crashLoopContainers` (of `--container-name`) or `noSchedule`
+//!   ([`decide::edit_crash_loop`], [`decide::edit_list`]); `buggify empty-monitor-conf -c
+//!   CLUSTER [--set-value=false]` sets `emptyMonitorConf`. Each guarded by the cluster's
+//!   `resourceVersion`.
 //! - `version [--client-only]`: the plugin's and the operator Deployment's versions.
 //!
 //! `status json` and restarts go through `kubectl exec` into one of the cluster's running
@@ -103,6 +108,11 @@ enum Command {
     Cordon(CordonArgs),
     /// Restarts process(es) in a given FDB cluster.
     Restart(RestartArgs),
+    /// Subcommand to add process groups to buggify list for a given cluster.
+    Buggify {
+        #[command(subcommand)]
+        what: BuggifyCommand,
+    },
     /// The version of kubectl-fdb and of the running operator.
     Version {
         /// Print the plugin's version only.
@@ -209,6 +219,47 @@ struct RemoveArgs {
     /// Also remove every process group that needs a replacement.
     #[arg(long)]
     remove_all_failed: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum BuggifyCommand {
+    /// Updates the crash-loop list of the given cluster.
+    CrashLoop(CrashLoopArgs),
+    /// Updates the no-schedule list of the given cluster.
+    NoSchedule(BuggifyListArgs),
+    /// Instructs the operator to update all of the fdbmonitor.conf files to have zero
+    /// fdbserver processes configured.
+    EmptyMonitorConf {
+        /// The cluster.
+        #[arg(short = 'c', long = "fdb-cluster")]
+        cluster: String,
+        /// The value to set.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        set_value: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+struct BuggifyListArgs {
+    #[command(flatten)]
+    select: SelectionArgs,
+    /// Pod names (process-group IDs with --use-process-group-id).
+    ids: Vec<String>,
+    /// Removes the process groups from the list.
+    #[arg(long)]
+    clear: bool,
+    /// Removes all process groups from the list.
+    #[arg(long, conflicts_with = "clear")]
+    clean: bool,
+}
+
+#[derive(Args, Debug)]
+struct CrashLoopArgs {
+    #[command(flatten)]
+    list: BuggifyListArgs,
+    /// The container to crash-loop.
+    #[arg(long, default_value = "foundationdb")]
+    container_name: String,
 }
 
 #[derive(Args, Debug)]
@@ -382,6 +433,15 @@ async fn run(cli: &Cli, s: &Session, io: &mut Io<'_>) -> Result<(), PluginError>
         } => r.remove(a, io).await,
         Command::Cordon(a) => r.cordon(a, io).await,
         Command::Restart(a) => r.restart(a, io).await,
+        Command::Buggify {
+            what: BuggifyCommand::CrashLoop(a),
+        } => r.buggify_list(&a.list, Some(&a.container_name), io).await,
+        Command::Buggify {
+            what: BuggifyCommand::NoSchedule(a),
+        } => r.buggify_list(a, None, io).await,
+        Command::Buggify {
+            what: BuggifyCommand::EmptyMonitorConf { cluster, set_value },
+        } => r.empty_monitor_conf(cluster, *set_value, io).await,
         Command::Version { container_name, .. } => {
             let api = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
             let name = &cli.operator_name;
@@ -573,6 +633,144 @@ impl Run<'_> {
             .await
             .map_err(|e| PluginError::kube("foundationdbcluster", &name, self.ns(), "patch", e))?;
         Ok(added)
+    }
+
+    // Patches `spec.buggify` with `value`, guarded by the resourceVersion `c` was read at.
+    async fn patch_buggify(
+        &self,
+        c: &FoundationDBCluster,
+        value: serde_json::Value,
+    ) -> Result<(), PluginError> {
+        let name = c.name_any();
+        let patch = json!({
+            "metadata": {"resourceVersion": c.resource_version()},
+            "spec": {"buggify": value},
+        });
+        self.clusters_api()
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| PluginError::kube("foundationdbcluster", &name, self.ns(), "patch", e))?;
+        Ok(())
+    }
+
+    // `buggify crash-loop` (`container` set) and `buggify no-schedule`.
+    async fn buggify_list(
+        &self,
+        a: &BuggifyListArgs,
+        container: Option<&str>,
+        io: &mut Io<'_>,
+    ) -> Result<(), PluginError> {
+        let c = self.cluster(&a.select.cluster).await?;
+        let (name, ns) = (c.name_any(), self.ns().to_owned());
+        let (edit, ids) = if a.clean {
+            (decide::ListEdit::Clean, Vec::new())
+        } else {
+            let sel = a.select.selection(a.ids.clone())?;
+            let ids = if sel.is_empty() {
+                Vec::new()
+            } else {
+                let pods = self.pods(&c, None).await?;
+                decide::select(&c, &pods, &sel).map_err(PluginError::Refused)?
+            };
+            if ids.is_empty() {
+                return Err(PluginError::Refused(
+                    "please provide at least one Pod".into(),
+                ));
+            }
+            let edit = if a.clear {
+                decide::ListEdit::Clear
+            } else {
+                decide::ListEdit::Add
+            };
+            (edit, ids)
+        };
+        let shown = format!(
+            "[{}]",
+            ids.iter()
+                .map(|i| i.0.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let question = match (container, edit) {
+            (Some(ct), decide::ListEdit::Add) => format!(
+                "Adding {shown} to container: {ct} in crash-loop container list of the cluster {ns}/{name}"
+            ),
+            (Some(ct), decide::ListEdit::Clear) => format!(
+                "Removing {shown} from container: {ct} in crash-loop container list of the cluster {ns}/{name}"
+            ),
+            (Some(ct), decide::ListEdit::Clean) => {
+                format!("Clearing crash-loop list for {ct} from cluster {ns}/{name}")
+            }
+            (None, decide::ListEdit::Add) => {
+                format!("Adding {shown} from no-schedule from cluster {ns}/{name}")
+            }
+            (None, decide::ListEdit::Clear) => {
+                format!("Removing {shown} from no-schedule from cluster {ns}/{name}")
+            }
+            (None, decide::ListEdit::Clean) => {
+                format!("Clearing no-schedule list from cluster {ns}/{name}")
+            }
+        };
+        if self.cli.wait && !io.confirm(&question)? {
+            return Err(PluginError::Refused("user aborted the removal".into()));
+        }
+        let buggify = &c.spec.buggify;
+        let (value, now) = match container {
+            Some(ct) => {
+                let list = decide::edit_crash_loop(&buggify.crash_loop_containers, ct, &ids, edit);
+                let now = list
+                    .iter()
+                    .find(|e| e.container_name == ct)
+                    .map(|e| e.targets.clone())
+                    .unwrap_or_default();
+                (json!({"crashLoopContainers": list}), now)
+            }
+            None => {
+                let list = decide::edit_list(&buggify.no_schedule, &ids, edit);
+                let value = if list.is_empty() {
+                    json!({"noSchedule": null})
+                } else {
+                    json!({"noSchedule": list})
+                };
+                (value, list)
+            }
+        };
+        self.patch_buggify(&c, value).await?;
+        let what = container.map_or_else(
+            || "no-schedule list".to_owned(),
+            |ct| format!("crash-loop list of container {ct}"),
+        );
+        let now: Vec<&str> = now.iter().map(|i| i.0.as_str()).collect();
+        io.out(&format!(
+            "foundationdbcluster/{name}: {what}: [{}]\n",
+            now.join(" ")
+        ))
+    }
+
+    async fn empty_monitor_conf(
+        &self,
+        cluster: &str,
+        set: bool,
+        io: &mut Io<'_>,
+    ) -> Result<(), PluginError> {
+        let c = self.cluster(cluster).await?;
+        if c.spec.buggify.empty_monitor_conf == set {
+            return Err(PluginError::Refused(format!(
+                "empty-monitor-conf is already set to {set}"
+            )));
+        }
+        let question = format!(
+            "Setting empty-monitor-conf to {set} for cluster {}/{cluster}",
+            self.ns()
+        );
+        if self.cli.wait && !io.confirm(&question)? {
+            return Err(PluginError::Refused("user aborted the removal".into()));
+        }
+        self.patch_buggify(&c, json!({"emptyMonitorConf": set}))
+            .await?;
+        io.out(&format!(
+            "foundationdbcluster/{cluster}: empty-monitor-conf set to {set}\n"
+        ))
     }
 
     async fn remove(&self, a: &RemoveArgs, io: &mut Io<'_>) -> Result<(), PluginError> {

@@ -278,6 +278,29 @@ impl Harness {
             .expect("scale storage");
     }
 
+    /// Waits until group `id` of cluster `name` is excluded and its pod is gone (the include
+    /// may still wait for its recovery gate); panics with the database's calls after `timeout`.
+    pub async fn excluded_and_gone(&self, name: &str, id: &str, timeout: Duration) {
+        let pods = Api::<Pod>::namespaced(self.client.clone(), &self.ns.name);
+        testenv::eventually(
+            &format!("{id} excluded and its pod gone"),
+            timeout,
+            || async {
+                let c = self.clusters().get(name).await.ok()?;
+                let g = groups(&c).into_iter().find(|g| {
+                    g.process_group_id.as_str() == id && g.exclusion_timestamp.is_some()
+                })?;
+                pods.get_opt(&g.pod_name(name))
+                    .await
+                    .ok()?
+                    .is_none()
+                    .then_some(())
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}: calls {:?}", self.db(name).calls()));
+    }
+
     pub async fn removals_done(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
         testenv::wait_for(
             &self.clusters(),
