@@ -8,7 +8,10 @@
 //! `--remove-all-failed -e=false` to the list without exclusion; `cordon` adds the groups on a
 //! node; `version` reads the operator Deployment's tag; a missing cluster is named; `buggify
 //! no-schedule`/`crash-loop` add, clear and clean their lists and `empty-monitor-conf` sets
-//! and unsets its flag.
+//! and unsets its flag; `update connection-string` checks and sets the status' connection
+//! string, and `fix-coordinator-ips` maps each coordinator to its group's pod IP (dry run, then
+//! for real: the pods' cluster files cannot be written on kwok pods, reported, and the status
+//! takes the new string).
 //! With the operator on the `fdb-sim` CLI path: `restart` kills the chosen group's process
 //! through fdbcli, and `get exclusion-status` follows a removal's exclusion until it is done.
 
@@ -453,6 +456,117 @@ async fn buggify_edits_the_lists_and_the_monitor_conf_flag() {
     )
     .await;
     assert!(r.as_ref().is_err_and(|e| e.contains("missing")), "{r:?}");
+}
+
+#[tokio::test]
+async fn update_connection_string_and_fix_coordinator_ips() {
+    let client = testenv::client().await;
+    for crd in fdb::crd::crds() {
+        testenv::install_crd(&client, crd).await.expect("CRD");
+    }
+    let ns = TestNamespace::new(&client, "fdb-coordinators").await;
+    let n = ns.name.as_str();
+    let clusters: Api<FoundationDBCluster> = Api::namespaced(client.clone(), n);
+    cluster_c1_with_pods(&client, n).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), n);
+    let ip = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            testenv::eventually("the pod's IP", Duration::from_secs(60), || async {
+                let p = pods.get(name).await.ok()?;
+                p.status?.pod_ip.filter(|ip| !ip.is_empty())
+            })
+            .await
+            .expect("pod IP")
+        }
+    };
+    let (ip1, ip2) = (ip("c1-storage-1").await, ip("c1-storage-2").await);
+    // The coordinators' old IPs, as if their pods had been recreated elsewhere.
+    let old = "c1:gen1@127.9.0.1:4501,127.9.0.2:4501,127.9.0.3:4501";
+    let status = json!({"status": {
+        "connectionString": old,
+        "processGroups": [
+            {"processGroupID": "storage-1", "processClass": "storage", "addresses": ["127.9.0.1"]},
+            {"processGroupID": "storage-2", "processClass": "storage", "addresses": ["127.9.0.2"]},
+            {"processGroupID": "log-1", "processClass": "log"},
+        ],
+    }});
+    clusters
+        .patch_status("c1", &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("status");
+    let cs = || async {
+        clusters
+            .get("c1")
+            .await
+            .expect("cluster")
+            .status
+            .unwrap_or_default()
+            .connection_string
+    };
+
+    let (r, ..) = plugin(
+        n,
+        "",
+        &[
+            "update",
+            "connection-string",
+            "-c",
+            "c1",
+            "not-a-connection-string",
+        ],
+    )
+    .await;
+    assert!(
+        r.as_ref()
+            .is_err_and(|e| e.contains("invalid connection string")),
+        "{r:?}"
+    );
+    let (r, out, _) = plugin(n, "", &["update", "connection-string", "-c", "c1", old]).await;
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        out,
+        format!("cluster {n}/c1 already has connections string \"{old}\" set\n")
+    );
+
+    let new = format!("c1:gen1@{ip1}:4501,{ip2}:4501,127.9.0.3:4501");
+    let (r, out, err) = plugin(n, "", &["fix-coordinator-ips", "-c", "c1", "--dry-run"]).await;
+    assert_eq!(r, Ok(()), "{out}{err}");
+    assert!(out.starts_with(&format!("Current connection string: {old}\n127.9.0.1:4501 is associated with process group: storage-1\n")), "{out}");
+    assert!(
+        out.contains(
+            "ProcessGroup for 127.9.0.3:4501 is missing in the FoundationDBCluster status"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.ends_with(&format!("New connection string: {new}\n")),
+        "{out}"
+    );
+    assert!(err.contains(&format!("update command: echo {new} > /var/fdb/data/fdb.cluster && pkill fdbserver on Pod: c1-storage-1")), "{err}");
+    assert_eq!(cs().await, old, "a dry run changes nothing");
+
+    // The pods' cluster files cannot be written here (kwok pods run nothing): each failure is
+    // reported and the status still takes the new connection string.
+    let (r, out, err) = plugin(n, "", &["fix-coordinator-ips", "-c", "c1"]).await;
+    assert_eq!(r, Ok(()), "{out}{err}");
+    assert!(err.contains("c1-storage-1"), "{err}");
+    assert_eq!(cs().await, new);
+
+    let (r, out, _) = plugin(
+        n,
+        "",
+        &[
+            "update",
+            "connection-string",
+            "-c",
+            "c1",
+            "c1:gen2@127.9.0.5:4501",
+        ],
+    )
+    .await;
+    assert_eq!(r, Ok(()), "{out}");
+    assert_eq!(cs().await, "c1:gen2@127.9.0.5:4501");
 }
 
 #[tokio::test]

@@ -636,6 +636,112 @@ pub fn restart_argv(namespace: &str, pod: &str) -> Vec<String> {
     .collect()
 }
 
+/// What `fix-coordinator-ips` found: a line per coordinator, and the connection string with
+/// each coordinator's IP replaced by its process group's current one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoordinatorFix {
+    /// What was decided for each coordinator (upstream's lines).
+    pub lines: Vec<String>,
+    /// The new connection string.
+    pub connection_string: String,
+}
+
+/// Upstream's `fix-coordinator-ips`, from the cluster's status and its pods: a coordinator is
+/// matched to the process group that has its IP among its addresses (any of them; upstream
+/// looked at the first only), and takes the IP of that group's pod, or, without a pod or pod
+/// IP, the group's last known address. Port and flags are kept; an unmatched coordinator is
+/// kept as it is.
+pub fn fix_coordinator_ips(
+    cluster: &FoundationDBCluster,
+    pods: &[Pod],
+) -> Result<CoordinatorFix, String> {
+    let status = cluster.status.clone().unwrap_or_default();
+    let mut cs = crate::crd::ConnectionString::parse(&status.connection_string)
+        .map_err(|e| format!("cluster {:?}: {e}", cluster.name_any()))?;
+    let mut lines = Vec::new();
+    let name = cluster.name_any();
+    for coordinator in &mut cs.coordinators {
+        let mut address =
+            crate::crd::ProcessAddress::parse(coordinator).map_err(|e| e.to_string())?;
+        let machine = format!("{}:{}", address.host, address.port);
+        let Some(group) = status
+            .process_groups
+            .iter()
+            .find(|g| g.addresses.contains(&address.host))
+        else {
+            lines.push(format!(
+                "ProcessGroup for {machine} is missing in the FoundationDBCluster status, coordinator address will not be updated"
+            ));
+            continue;
+        };
+        lines.push(format!(
+            "{machine} is associated with process group: {}",
+            group.process_group_id
+        ));
+        let pod_name = group.pod_name(&name);
+        let pod_ip = pods
+            .iter()
+            .find(|p| p.name_any() == pod_name)
+            .and_then(|p| {
+                p.status
+                    .as_ref()?
+                    .pod_ips
+                    .as_ref()?
+                    .first()
+                    .map(|ip| ip.ip.clone())
+            })
+            .filter(|ip| !ip.is_empty());
+        let new_host = match pod_ip {
+            Some(ip) => {
+                lines.push(format!(
+                    "Update the coordinator address for {} to new IP address: {ip}",
+                    address.host
+                ));
+                ip
+            }
+            None => {
+                lines.push(format!(
+                    "Pod for process group {} not found will try to read information from FoundationDBCluster status",
+                    group.process_group_id
+                ));
+                group
+                    .addresses
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| address.host.clone())
+            }
+        };
+        address.host = new_host;
+        *coordinator = address.to_string();
+    }
+    Ok(CoordinatorFix {
+        lines,
+        connection_string: cs.to_string(),
+    })
+}
+
+/// The arguments of `kubectl` that write `connection_string` into `pod`'s cluster file and
+/// restart its fdbserver processes (upstream's `fix-coordinator-ips`).
+pub fn fix_cluster_file_argv(namespace: &str, pod: &str, connection_string: &str) -> Vec<String> {
+    let command =
+        format!("echo {connection_string} > /var/fdb/data/fdb.cluster && pkill fdbserver");
+    [
+        "exec",
+        "-n",
+        namespace,
+        pod,
+        "-c",
+        crate::cluster::resources::MAIN_CONTAINER,
+        "--",
+        "/bin/bash",
+        "-c",
+        &command,
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
 /// The arguments of `kubectl` that print `status json` from inside `pod`.
 pub fn status_argv(namespace: &str, pod: &str) -> Vec<String> {
     [

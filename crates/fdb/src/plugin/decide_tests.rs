@@ -423,3 +423,45 @@ fn buggify_lists_add_in_order_clear_and_clean() {
         "cleaning keeps the entry, as upstream's"
     );
 }
+
+#[test]
+fn fix_coordinator_ips_takes_each_coordinators_pod_ip_or_last_known_address() {
+    let c = cluster(json!({
+        "connectionString": "c1:gen1@127.2.0.1:4501,127.2.0.2:4501:tls,127.2.0.3:4501",
+        "processGroups": [
+            // The coordinator's IP is the group's second address (upstream only looked at the first).
+            {"processGroupID": "storage-1", "processClass": "storage", "addresses": ["127.9.9.9", "127.2.0.1"]},
+            {"processGroupID": "log-1", "processClass": "log", "addresses": ["127.2.0.2", "127.2.1.2"]},
+        ],
+    }));
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "c1-storage-1"},
+        "status": {"podIPs": [{"ip": "127.3.0.1"}]},
+    }))
+    .unwrap();
+    let fix = fix_coordinator_ips(&c, &[pod]).unwrap();
+    assert_eq!(
+        fix.connection_string,
+        "c1:gen1@127.3.0.1:4501,127.2.1.2:4501:tls,127.2.0.3:4501"
+    );
+    assert_eq!(
+        fix.lines,
+        [
+            "127.2.0.1:4501 is associated with process group: storage-1",
+            "Update the coordinator address for 127.2.0.1 to new IP address: 127.3.0.1",
+            "127.2.0.2:4501 is associated with process group: log-1",
+            "Pod for process group log-1 not found will try to read information from FoundationDBCluster status",
+            "ProcessGroup for 127.2.0.3:4501 is missing in the FoundationDBCluster status, coordinator address will not be updated",
+        ]
+    );
+    assert!(
+        fix_coordinator_ips(&cluster(json!({})), &[]).is_err(),
+        "no connection string"
+    );
+    assert_eq!(
+        fix_cluster_file_argv("ns", "p", "c1:g@1.2.3.4:4501")
+            .last()
+            .unwrap(),
+        "echo c1:g@1.2.3.4:4501 > /var/fdb/data/fdb.cluster && pkill fdbserver"
+    );
+}

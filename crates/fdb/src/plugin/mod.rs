@@ -24,6 +24,10 @@
 //!   ([`decide::edit_crash_loop`], [`decide::edit_list`]); `buggify empty-monitor-conf -c
 //!   CLUSTER [--set-value=false]` sets `emptyMonitorConf`. Each guarded by the cluster's
 //!   `resourceVersion`.
+//! - `update connection-string -c CLUSTER CS`: sets `status.connectionString` (parsed first).
+//! - `fix-coordinator-ips -c CLUSTER [--dry-run]`: [`decide::fix_coordinator_ips`], then the
+//!   new connection string written into every running pod's cluster file (`kubectl exec`,
+//!   failures reported, as upstream) and into `status.connectionString`.
 //! - `version [--client-only]`: the plugin's and the operator Deployment's versions.
 //!
 //! `status json` and restarts go through `kubectl exec` into one of the cluster's running
@@ -108,6 +112,20 @@ enum Command {
     Cordon(CordonArgs),
     /// Restarts process(es) in a given FDB cluster.
     Restart(RestartArgs),
+    /// Update the resource of a cluster.
+    Update {
+        #[command(subcommand)]
+        what: UpdateCommand,
+    },
+    /// Update the coordinator IPs in the cluster file.
+    FixCoordinatorIps {
+        /// The cluster.
+        #[arg(short = 'c', long = "fdb-cluster")]
+        cluster: String,
+        /// Print the new connection string without updating it.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Subcommand to add process groups to buggify list for a given cluster.
     Buggify {
         #[command(subcommand)]
@@ -219,6 +237,19 @@ struct RemoveArgs {
     /// Also remove every process group that needs a replacement.
     #[arg(long)]
     remove_all_failed: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum UpdateCommand {
+    /// Updates the connection string in the FoundationDBCluster resource status with the
+    /// provided connection string.
+    ConnectionString {
+        /// The cluster.
+        #[arg(short = 'c', long = "fdb-cluster")]
+        cluster: String,
+        /// The connection string (`description:generationID@ip:port,…`).
+        connection_string: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -433,6 +464,31 @@ async fn run(cli: &Cli, s: &Session, io: &mut Io<'_>) -> Result<(), PluginError>
         } => r.remove(a, io).await,
         Command::Cordon(a) => r.cordon(a, io).await,
         Command::Restart(a) => r.restart(a, io).await,
+        Command::Update {
+            what:
+                UpdateCommand::ConnectionString {
+                    cluster,
+                    connection_string,
+                },
+        } => {
+            let c = r.cluster(cluster).await?;
+            let current = c.status.as_ref().map(|s| s.connection_string.as_str());
+            if current == Some(connection_string.as_str()) {
+                return io.out(&format!(
+                    "cluster {}/{cluster} already has connections string \"{connection_string}\" set\n",
+                    r.ns()
+                ));
+            }
+            crate::crd::ConnectionString::parse(connection_string)
+                .map_err(|e| PluginError::Refused(e.to_string()))?;
+            r.set_connection_string(&c, connection_string).await?;
+            io.out(&format!(
+                "foundationdbcluster/{cluster}: connection string set to \"{connection_string}\"\n"
+            ))
+        }
+        Command::FixCoordinatorIps { cluster, dry_run } => {
+            r.fix_coordinator_ips(cluster, *dry_run, io).await
+        }
         Command::Buggify {
             what: BuggifyCommand::CrashLoop(a),
         } => r.buggify_list(&a.list, Some(&a.container_name), io).await,
@@ -633,6 +689,71 @@ impl Run<'_> {
             .await
             .map_err(|e| PluginError::kube("foundationdbcluster", &name, self.ns(), "patch", e))?;
         Ok(added)
+    }
+
+    // Writes `status.connectionString`, guarded by the resourceVersion `c` was read at.
+    async fn set_connection_string(
+        &self,
+        c: &FoundationDBCluster,
+        connection_string: &str,
+    ) -> Result<(), PluginError> {
+        let name = c.name_any();
+        let patch = json!({
+            "metadata": {"resourceVersion": c.resource_version()},
+            "status": {"connectionString": connection_string},
+        });
+        self.clusters_api()
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| {
+                PluginError::kube("foundationdbcluster/status", &name, self.ns(), "patch", e)
+            })?;
+        Ok(())
+    }
+
+    async fn fix_coordinator_ips(
+        &self,
+        name: &str,
+        dry_run: bool,
+        io: &mut Io<'_>,
+    ) -> Result<(), PluginError> {
+        let c = self.cluster(name).await?;
+        let current = c
+            .status
+            .as_ref()
+            .map(|s| s.connection_string.clone())
+            .unwrap_or_default();
+        io.out(&format!("Current connection string: {current}\n"))?;
+        let pods = self.pods(&c, None).await?;
+        let fix = decide::fix_coordinator_ips(&c, &pods).map_err(PluginError::Refused)?;
+        for line in &fix.lines {
+            io.out(&format!("{line}\n"))?;
+        }
+        let new = &fix.connection_string;
+        io.out(&format!("New connection string: {new}\n"))?;
+        let running = pods.iter().filter(|p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                && p.metadata.deletion_timestamp.is_none()
+        });
+        for pod in running {
+            let argv = decide::fix_cluster_file_argv(self.ns(), &pod.name_any(), new);
+            if dry_run {
+                io.err(&format!(
+                    "update command: {} on Pod: {}\n",
+                    argv[argv.len() - 1],
+                    pod.name_any()
+                ))?;
+                continue;
+            }
+            // As upstream: a pod that cannot be updated is reported and the others go on.
+            if let Err(e) = self.kubectl(&argv) {
+                io.err(&format!("{e}\n"))?;
+            }
+        }
+        if dry_run || *new == current {
+            return Ok(());
+        }
+        self.set_connection_string(&c, new).await
     }
 
     // Patches `spec.buggify` with `value`, guarded by the resourceVersion `c` was read at.
