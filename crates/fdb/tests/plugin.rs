@@ -11,7 +11,7 @@
 //! and unsets its flag; `update connection-string` checks and sets the status' connection
 //! string, and `fix-coordinator-ips` maps each coordinator to its group's pod IP (dry run, then
 //! for real: the pods' cluster files cannot be written on kwok pods, reported, and the status
-//! takes the new string).
+//! takes the new string); `exec` goes to a running pod's main container.
 //! With the operator on the `fdb-sim` CLI path: `restart` kills the chosen group's process
 //! through fdbcli, and `get exclusion-status` follows a removal's exclusion until it is done.
 
@@ -459,7 +459,7 @@ async fn buggify_edits_the_lists_and_the_monitor_conf_flag() {
 }
 
 #[tokio::test]
-async fn update_connection_string_and_fix_coordinator_ips() {
+async fn update_connection_string_fix_coordinator_ips_and_exec() {
     let client = testenv::client().await;
     for crd in fdb::crd::crds() {
         testenv::install_crd(&client, crd).await.expect("CRD");
@@ -567,6 +567,36 @@ async fn update_connection_string_and_fix_coordinator_ips() {
     .await;
     assert_eq!(r, Ok(()), "{out}");
     assert_eq!(cs().await, "c1:gen2@127.9.0.5:4501");
+
+    // exec: into a running pod of the cluster; kwok pods run nothing, so kubectl's exec fails
+    // and says so, naming the command; a cluster without running pods is refused.
+    let (r, ..) = plugin(
+        n,
+        "",
+        &["exec", "-c", "c1", "--", "fdbcli", "--exec", "status"],
+    )
+    .await;
+    let e = r.expect_err("kwok pods cannot exec");
+    assert!(
+        e.contains("exec -i -n") && e.contains("-c foundationdb -- fdbcli --exec status"),
+        "{e}"
+    );
+    clusters
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
+                "metadata": {"name": "empty"}, "spec": {"version": "7.1.57"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .expect("create");
+    let (r, ..) = plugin(n, "", &["exec", "-c", "empty"]).await;
+    assert_eq!(
+        r,
+        Err("cluster \"empty\" has no running pod to exec into".into())
+    );
 }
 
 #[tokio::test]

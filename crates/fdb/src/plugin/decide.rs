@@ -742,6 +742,33 @@ pub fn fix_cluster_file_argv(namespace: &str, pod: &str, connection_string: &str
     .collect()
 }
 
+/// The arguments of `kubectl` for `kubectl fdb exec`: `command` (`bash` when empty) in the
+/// main container of `pod`, with stdin, and a TTY with `tty`.
+pub fn exec_argv(namespace: &str, pod: &str, command: &[String], tty: bool) -> Vec<String> {
+    let mut argv: Vec<String> = ["exec", "-i"].iter().map(|s| (*s).to_owned()).collect();
+    if tty {
+        argv.push("-t".into());
+    }
+    argv.extend(
+        [
+            "-n",
+            namespace,
+            pod,
+            "-c",
+            crate::cluster::resources::MAIN_CONTAINER,
+            "--",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned()),
+    );
+    if command.is_empty() {
+        argv.push("bash".into());
+    } else {
+        argv.extend(command.iter().cloned());
+    }
+    argv
+}
+
 /// The arguments of `kubectl` that print `status json` from inside `pod`.
 pub fn status_argv(namespace: &str, pod: &str) -> Vec<String> {
     [

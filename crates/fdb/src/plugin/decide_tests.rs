@@ -465,3 +465,43 @@ fn fix_coordinator_ips_takes_each_coordinators_pod_ip_or_last_known_address() {
         "echo c1:g@1.2.3.4:4501 > /var/fdb/data/fdb.cluster && pkill fdbserver"
     );
 }
+
+#[test]
+fn exec_runs_the_command_or_bash_in_the_main_container() {
+    let cmd = vec![
+        "fdbcli".to_owned(),
+        "--exec".to_owned(),
+        "status minimal".to_owned(),
+    ];
+    assert_eq!(
+        exec_argv("ns", "c1-log-1", &cmd, false),
+        [
+            "exec",
+            "-i",
+            "-n",
+            "ns",
+            "c1-log-1",
+            "-c",
+            "foundationdb",
+            "--",
+            "fdbcli",
+            "--exec",
+            "status minimal"
+        ]
+    );
+    assert_eq!(
+        exec_argv("ns", "c1-log-1", &[], true),
+        [
+            "exec",
+            "-i",
+            "-t",
+            "-n",
+            "ns",
+            "c1-log-1",
+            "-c",
+            "foundationdb",
+            "--",
+            "bash"
+        ]
+    );
+}

@@ -28,6 +28,8 @@
 //! - `fix-coordinator-ips -c CLUSTER [--dry-run]`: [`decide::fix_coordinator_ips`], then the
 //!   new connection string written into every running pod's cluster file (`kubectl exec`,
 //!   failures reported, as upstream) and into `status.connectionString`.
+//! - `exec -c CLUSTER [-- CMD…]`: `kubectl exec` (stdin, and a TTY when stdin is one) into the
+//!   main container of a random running pod of the cluster; `bash` without a command.
 //! - `version [--client-only]`: the plugin's and the operator Deployment's versions.
 //!
 //! `status json` and restarts go through `kubectl exec` into one of the cluster's running
@@ -116,6 +118,15 @@ enum Command {
     Update {
         #[command(subcommand)]
         what: UpdateCommand,
+    },
+    /// Runs a command on a container in an FDB cluster.
+    Exec {
+        /// The cluster.
+        #[arg(short = 'c', long = "fdb-cluster")]
+        cluster: String,
+        /// The command (after `--`); `bash` when none.
+        #[arg(last = true)]
+        command: Vec<String>,
     },
     /// Update the coordinator IPs in the cluster file.
     FixCoordinatorIps {
@@ -486,6 +497,7 @@ async fn run(cli: &Cli, s: &Session, io: &mut Io<'_>) -> Result<(), PluginError>
                 "foundationdbcluster/{cluster}: connection string set to \"{connection_string}\"\n"
             ))
         }
+        Command::Exec { cluster, command } => r.exec(cluster, command).await,
         Command::FixCoordinatorIps { cluster, dry_run } => {
             r.fix_coordinator_ips(cluster, *dry_run, io).await
         }
@@ -1157,8 +1169,45 @@ impl Run<'_> {
         }
     }
 
-    // Runs `kubectl ARGS…` with the session's kubeconfig and context; its stdout.
-    fn kubectl(&self, args: &[String]) -> Result<String, PluginError> {
+    async fn exec(&self, name: &str, command: &[String]) -> Result<(), PluginError> {
+        use std::io::IsTerminal;
+        let c = self.cluster(name).await?;
+        let running: Vec<String> = self
+            .pods(&c, None)
+            .await?
+            .iter()
+            .filter(|p| {
+                p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    && p.metadata.deletion_timestamp.is_none()
+            })
+            .map(ResourceExt::name_any)
+            .collect();
+        if running.is_empty() {
+            return Err(PluginError::Refused(format!(
+                "cluster {:?} has no running pod to exec into",
+                c.name_any()
+            )));
+        }
+        let pod = &running[fastrand::usize(..running.len())];
+        let tty = std::io::stdin().is_terminal();
+        let argv = decide::exec_argv(self.ns(), pod, command, tty);
+        let status = self
+            .kubectl_command()
+            .args(&argv)
+            .status()
+            .map_err(|e| PluginError::io("run kubectl", e))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(PluginError::Refused(format!(
+                "kubectl {} ended with {status}",
+                argv.join(" ")
+            )))
+        }
+    }
+
+    // `kubectl` with the session's kubeconfig and context.
+    fn kubectl_command(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new("kubectl");
         if let Some(k) = &self.cli.global.kubeconfig {
             cmd.arg("--kubeconfig").arg(k);
@@ -1166,7 +1215,13 @@ impl Run<'_> {
         if let Some(ctx) = &self.cli.global.context {
             cmd.args(["--context", ctx]);
         }
-        let out = cmd
+        cmd
+    }
+
+    // Runs `kubectl ARGS…` with the session's kubeconfig and context; its stdout.
+    fn kubectl(&self, args: &[String]) -> Result<String, PluginError> {
+        let out = self
+            .kubectl_command()
             .args(args)
             .output()
             .map_err(|e| PluginError::io("run kubectl", e))?;
