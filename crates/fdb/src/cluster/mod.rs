@@ -395,11 +395,20 @@ impl Pass {
     pub async fn write_status(&mut self) -> Result<bool, kube::Error> {
         let desired = self.cluster.status.clone().unwrap_or_default();
         let api = self.api::<FoundationDBCluster>();
-        let wrote =
-            kit::status::patch_status_if_changed(&api, &self.live, &desired, FIELD_MANAGER).await?;
-        if wrote {
+        let stored =
+            kit::status::write_status_if_changed(&api, &self.live, &desired, FIELD_MANAGER).await?;
+        let wrote = stored.is_some();
+        if let Some(stored) = stored {
             self.status_writes += 1;
             tracing::info!(cluster = %self.name(), "status updated");
+            // The next pass may start from a cached copy that has not seen this write yet:
+            // it then works from what was written (kit::written).
+            let seen = self.live.resource_version().unwrap_or_default();
+            let produced = stored.resource_version().unwrap_or_default();
+            let uid = self.live.uid().unwrap_or_default();
+            let value = serde_json::to_value(&desired).unwrap_or_default();
+            self.ctx.written.record(&uid, &seen, &produced, value);
+            self.live.metadata.resource_version = Some(produced);
         }
         self.live.status = Some(desired);
         Ok(wrote)
@@ -574,11 +583,29 @@ pub async fn reconcile(
     if let Err(problem) = cluster.validate() {
         return invalid_spec(ctx, &cluster, &problem).await;
     }
-    let mut pass = Pass::new(ctx.clone(), (*cluster).clone());
+    let mut pass = Pass::new(ctx.clone(), caught_up(&ctx, &cluster));
     let report = pipeline().run(&mut pass).await;
     tracing::debug!(cluster = %cluster.name_any(), steps = ?report.ran_names(), writes = pass.status_writes, "pass finished");
     let outcome = report.into_result()?;
     Ok(ctx.backoff.succeeded(&*cluster, outcome))
+}
+
+/// `cluster` with the status this controller last wrote when the cached copy has not caught up
+/// with that write yet (a pass triggered right after another would otherwise redo its work
+/// from the older status: add process groups again, repeat Events).
+fn caught_up(ctx: &Context, cluster: &FoundationDBCluster) -> FoundationDBCluster {
+    let uid = cluster.uid().unwrap_or_default();
+    let rv = cluster.resource_version().unwrap_or_default();
+    let mut out = cluster.clone();
+    if let Some(status) = ctx
+        .written
+        .lagging(&uid, &rv)
+        .and_then(|v| serde_json::from_value(v).ok())
+    {
+        tracing::debug!(cluster = %cluster.name_any(), "the cached copy lags behind the last status write; working from that write");
+        out.status = Some(status);
+    }
+    out
 }
 
 /// After a failed pass: per-object back-off.
