@@ -15,8 +15,9 @@
 //!   `NodeTaintReplacing` (set by UpdateStatus, see taints.rs) older than
 //!   `taintReplacementTimeSeconds` (1800), and that only with `taintReplacementOptions` and
 //!   while no more fault domains are tainted than `maxFaultDomainsWithTaintedProcessGroups`
-//!   (10 %, at least 1; an unparsable value allows none). The budget is `maxConcurrentReplacements` (1) minus the groups marked
-//!   and not yet excluded, counted per group, or per fault domain with
+//!   (10 %, at least 1; an unparsable value allows none). The budget is
+//!   `maxConcurrentReplacements` (1) minus the groups marked and not yet excluded, counted
+//!   per group, or per fault domain with
 //!   `faultDomainBasedReplacements`. A group with no address is replaced only with locality
 //!   exclusions, or when the database has its desired fault tolerance, and then skips its
 //!   exclusion (it never ran anywhere).

@@ -6,9 +6,9 @@
 //! `taintReplacementTimeSeconds` (guarded by `maxFaultDomainsWithTaintedProcessGroups`).
 //!
 //! Contract:
-//! - [`update_conditions`] is pure and follows upstream's `checkIfNodeHasTaintsAndUpdateConditions`:
-//!   per node taint with a key, the option with exactly that key applies, else the `*` option;
-//!   options with an empty key are ignored. The first match sets `NodeTaintDetected` (now, or
+//! - [`update_conditions`] is pure and follows upstream's
+//!   `checkIfNodeHasTaintsAndUpdateConditions`: per node taint with a key, the option with
+//!   exactly that key applies, else the `*` option; options with an empty key are ignored. The first match sets `NodeTaintDetected` (now, or
 //!   the taint's `timeAdded` when older); a group already `NodeTaintReplacing` keeps it; a
 //!   group detected longer than the option's duration becomes `NodeTaintReplacing`. No
 //!   matching taint, or no options at all, clears both conditions.

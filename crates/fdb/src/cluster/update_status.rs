@@ -10,8 +10,9 @@
 //!   `configured` is sticky, the live configuration and the running version are refreshed
 //!   only from an available database, and each process group's conditions follow its pod,
 //!   PVC and processes ([`update_group`]), and its node's taints ([`super::taints`]; the
-//!   nodes are read once per pass, only for a cluster with `taintReplacementOptions`). Groups named in the spec's removal lists are
-//!   marked for removal (without exclusion for `processGroupsToRemoveWithoutExclusion`).
+//!   nodes are read once per pass, only for a cluster with `taintReplacementOptions`).
+//!   Groups named in the spec's removal lists are marked for removal (without exclusion for
+//!   `processGroupsToRemoveWithoutExclusion`).
 //!   A storage group in the database's maintenance zone keeps its conditions unchanged
 //!   ([`under_maintenance`]).
 //! - [`check_reconciliation`] sets the generation markers; when nothing blocks,
