@@ -548,7 +548,25 @@ async fn update_connection_string_fix_coordinator_ips_and_exec() {
 
     // The pods' cluster files cannot be written here (kwok pods run nothing): each failure is
     // reported and the status still takes the new connection string.
-    let (r, out, err) = plugin(n, "", &["fix-coordinator-ips", "-c", "c1"]).await;
+    // The plane's kubectl (a fresh machine may have none on PATH).
+    let kubectl = testenv::plane::read_state()
+        .expect("plane state")
+        .bin_dir
+        .join("kubectl")
+        .display()
+        .to_string();
+    let (r, out, err) = plugin(
+        n,
+        "",
+        &[
+            "--kubectl",
+            kubectl.as_str(),
+            "fix-coordinator-ips",
+            "-c",
+            "c1",
+        ],
+    )
+    .await;
     assert_eq!(r, Ok(()), "{out}{err}");
     assert!(err.contains("c1-storage-1"), "{err}");
     assert_eq!(cs().await, new);
@@ -573,7 +591,17 @@ async fn update_connection_string_fix_coordinator_ips_and_exec() {
     let (r, ..) = plugin(
         n,
         "",
-        &["exec", "-c", "c1", "--", "fdbcli", "--exec", "status"],
+        &[
+            "--kubectl",
+            kubectl.as_str(),
+            "exec",
+            "-c",
+            "c1",
+            "--",
+            "fdbcli",
+            "--exec",
+            "status",
+        ],
     )
     .await;
     let e = r.expect_err("kwok pods cannot exec");

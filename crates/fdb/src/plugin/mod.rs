@@ -92,6 +92,16 @@ pub struct Cli {
     /// the cluster's connection string instead of `kubectl exec` into one of its pods.
     #[arg(long, global = true, env = "FDB_BINARY_DIR", value_name = "DIR")]
     fdb_binary_dir: Option<PathBuf>,
+    /// The kubectl that `exec`, `restart`, `fix-coordinator-ips` and `status json` run (a
+    /// Flotilla addition).
+    #[arg(
+        long,
+        global = true,
+        env = "KUBECTL",
+        default_value = "kubectl",
+        value_name = "PATH"
+    )]
+    kubectl: PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -1208,7 +1218,7 @@ impl Run<'_> {
 
     // `kubectl` with the session's kubeconfig and context.
     fn kubectl_command(&self) -> std::process::Command {
-        let mut cmd = std::process::Command::new("kubectl");
+        let mut cmd = std::process::Command::new(&self.cli.kubectl);
         if let Some(k) = &self.cli.global.kubeconfig {
             cmd.arg("--kubeconfig").arg(k);
         }
