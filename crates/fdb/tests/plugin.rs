@@ -60,6 +60,16 @@ fn pod(name: &str, id: &str, class: &str, node: &str) -> Pod {
     .expect("pod")
 }
 
+/// The CRDs and a namespace of the test's own.
+async fn namespace(prefix: &str) -> (kube::Client, TestNamespace) {
+    let client = testenv::client().await;
+    for crd in fdb::crd::crds() {
+        testenv::install_crd(&client, crd).await.expect("CRD");
+    }
+    let ns = TestNamespace::new(&client, prefix).await;
+    (client, ns)
+}
+
 /// Creates cluster `c1` (no status, no operator) and the pods of its groups `storage-1`,
 /// `storage-2` and `log-1`.
 async fn cluster_c1_with_pods(client: &kube::Client, n: &str) -> FoundationDBCluster {
@@ -93,11 +103,7 @@ fn removals(c: &FoundationDBCluster) -> (Vec<String>, Vec<String>) {
 
 #[tokio::test]
 async fn analyze_configuration_removals_cordon_and_version() {
-    let client = testenv::client().await;
-    for crd in fdb::crd::crds() {
-        testenv::install_crd(&client, crd).await.expect("CRD");
-    }
-    let ns = TestNamespace::new(&client, "fdb-plugin").await;
+    let (client, ns) = namespace("fdb-plugin").await;
     let n = ns.name.as_str();
     let clusters: Api<FoundationDBCluster> = Api::namespaced(client.clone(), n);
     let created = cluster_c1_with_pods(&client, n).await;
@@ -262,11 +268,7 @@ async fn analyze_configuration_removals_cordon_and_version() {
 
 #[tokio::test]
 async fn buggify_edits_the_lists_and_the_monitor_conf_flag() {
-    let client = testenv::client().await;
-    for crd in fdb::crd::crds() {
-        testenv::install_crd(&client, crd).await.expect("CRD");
-    }
-    let ns = TestNamespace::new(&client, "fdb-buggify").await;
+    let (client, ns) = namespace("fdb-buggify").await;
     let n = ns.name.as_str();
     let clusters: Api<FoundationDBCluster> = Api::namespaced(client.clone(), n);
     cluster_c1_with_pods(&client, n).await;
@@ -460,11 +462,7 @@ async fn buggify_edits_the_lists_and_the_monitor_conf_flag() {
 
 #[tokio::test]
 async fn update_connection_string_fix_coordinator_ips_and_exec() {
-    let client = testenv::client().await;
-    for crd in fdb::crd::crds() {
-        testenv::install_crd(&client, crd).await.expect("CRD");
-    }
-    let ns = TestNamespace::new(&client, "fdb-coordinators").await;
+    let (client, ns) = namespace("fdb-coordinators").await;
     let n = ns.name.as_str();
     let clusters: Api<FoundationDBCluster> = Api::namespaced(client.clone(), n);
     cluster_c1_with_pods(&client, n).await;

@@ -49,6 +49,20 @@ async fn event_reasons(h: &Harness) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A `ReplacingProcessGroup` Event names group `id` and `condition`, and no pod went while its
+/// process held data.
+async fn replaced_for(h: &Harness, id: &str, condition: &str) {
+    let events = event_reasons(h).await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "ReplacingProcessGroup" && n.contains(id) && n.contains(condition)),
+        "{events:?}"
+    );
+    let violations = h.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
 #[tokio::test]
 async fn a_pod_stuck_in_phase_failed_is_deleted_and_recreated_for_the_same_group() {
     let options = Options {
@@ -213,15 +227,7 @@ async fn a_group_failed_longer_than_the_failure_time_is_replaced_and_removed_aft
         .position(|c| c.starts_with("include ") && c.contains(&id))
         .expect("include");
     assert!(first <= verified && verified < include, "{calls:?}");
-    let events = event_reasons(&h).await;
-    assert!(
-        events.iter().any(|(r, n)| r == "ReplacingProcessGroup"
-            && n.contains(&id)
-            && n.contains("PodFailing")),
-        "{events:?}"
-    );
-    let violations = h.violations.lock().unwrap().clone();
-    assert!(violations.is_empty(), "{violations:?}");
+    replaced_for(&h, &id, "PodFailing").await;
 }
 
 #[tokio::test]
@@ -489,13 +495,5 @@ async fn a_group_on_a_tainted_node_is_replaced_and_the_condition_clears_with_the
             "cleared with the taint: {g:?}"
         );
     }
-    let events = event_reasons(&h).await;
-    assert!(
-        events.iter().any(|(r, n)| r == "ReplacingProcessGroup"
-            && n.contains(&id)
-            && n.contains("NodeTaintReplacing")),
-        "{events:?}"
-    );
-    let violations = h.violations.lock().unwrap().clone();
-    assert!(violations.is_empty(), "{violations:?}");
+    replaced_for(&h, &id, "NodeTaintReplacing").await;
 }
