@@ -8,8 +8,10 @@
 //!   data pod: start as its replica.
 //! - A quorum naming **this** pod (its primary restarted before Sentinel noticed): start as
 //!   primary only if `status.currentPrimary` names it too, no Sentinel reports a failover
-//!   under way and no other data pod reports itself primary; otherwise wait for Sentinel to
-//!   finish (it will name another pod).
+//!   under way, no other data pod reports itself primary, and no Sentinel sees the master
+//!   down while a running replica could take over (Sentinel is then about to fail over to
+//!   it: starting as primary now would make two); otherwise wait for Sentinel to finish (it
+//!   will name another pod).
 //! - No quorum (Sentinels unreachable, split, or naming a stale address): follow
 //!   `status.currentPrimary` when it is another pod with an IP (a replica can never make two
 //!   primaries; Sentinel re-points it if needed); when it names this pod, is empty or cannot be
@@ -46,6 +48,8 @@ pub struct Sight {
     pub answers: Vec<Answer>,
     /// Other data pods that report themselves primary.
     pub peer_masters: Vec<String>,
+    /// Other data pods that run as replicas.
+    pub peer_replicas: Vec<String>,
 }
 
 /// The boot decision in sentinel mode (see the module contract).
@@ -86,6 +90,12 @@ pub fn decide(
             if let Some(other) = s.peer_masters.first() {
                 return Boot::Wait(format!(
                     "Sentinel names this pod but {other} reports itself primary; waiting for Sentinel"
+                ));
+            }
+            if quorum::master_seen_down(&s.answers) && !s.peer_replicas.is_empty() {
+                return Boot::Wait(format!(
+                    "Sentinel names this pod but sees it down while {} could take over; waiting for Sentinel to fail over",
+                    s.peer_replicas.join(", ")
                 ));
             }
             Boot::Primary
@@ -158,20 +168,23 @@ pub async fn sight(inst: &Instance, dial: &Dial) -> Result<Sight, String> {
             .map(|(_, ip)| inst.dialer.status(ip, ASK_TIMEOUT)),
     )
     .await;
-    let peer_masters = peers
-        .iter()
-        .zip(reports)
-        .filter(|(_, r)| {
-            r.as_ref()
-                .is_ok_and(|r| r.role == "master" && r.boot == crate::instance_api::Boot::Running)
-        })
-        .map(|((n, _), _)| n.clone())
-        .collect();
+    let running_as = |role: &str| -> Vec<String> {
+        peers
+            .iter()
+            .zip(&reports)
+            .filter(|(_, r)| {
+                r.as_ref()
+                    .is_ok_and(|r| r.role == role && r.boot == crate::instance_api::Boot::Running)
+            })
+            .map(|((n, _), _)| n.clone())
+            .collect()
+    };
     Ok(Sight {
         my_ip,
         data,
         answers,
-        peer_masters,
+        peer_masters: running_as("master"),
+        peer_replicas: running_as("slave"),
     })
 }
 
@@ -205,11 +218,32 @@ mod tests {
                 .collect(),
             answers,
             peer_masters: vec![],
+            peer_replicas: vec![],
         }
     }
 
     fn down() -> Answer {
         Answer::Unreachable("refused".into())
+    }
+
+    fn down_master(ip: &str) -> Answer {
+        Answer::Master {
+            ip: ip.into(),
+            port: 6379,
+            flags: "master,s_down".into(),
+        }
+    }
+
+    #[test]
+    fn a_master_seen_down_starts_as_primary_only_with_no_replica_to_take_over() {
+        // Every pod was stopped (hibernation, a whole-cluster restart): nobody could take over,
+        // so the recorded primary starts even though Sentinel has seen it down.
+        let s = sight(vec![
+            down_master("10.0.0.0"),
+            down_master("10.0.0.0"),
+            down(),
+        ]);
+        assert_eq!(boot("demo-0", PrimaryAddr::NotNeeded, &s), Boot::Primary);
     }
 
     fn boot(current: &str, primary: PrimaryAddr, s: &Sight) -> Boot {
@@ -308,6 +342,15 @@ mod tests {
                 Sight {
                     peer_masters: vec!["demo-1".into()],
                     ..sight(vec![m("10.0.0.0"), m("10.0.0.0"), down()])
+                },
+            ),
+            // Sentinel sees this pod's master down and a replica runs: a failover is coming
+            // (the primary's pod deleted for an update came back before Sentinel moved).
+            (
+                "demo-0",
+                Sight {
+                    peer_replicas: vec!["demo-1".into()],
+                    ..sight(vec![m("10.0.0.0"), down_master("10.0.0.0"), m("10.0.0.0")])
                 },
             ),
         ];

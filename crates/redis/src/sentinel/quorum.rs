@@ -109,6 +109,17 @@ pub fn read(answers: &[Answer], is_member: impl Fn(&str) -> bool, needed: usize)
     Reading::NoQuorum(parts.join("; "))
 }
 
+/// Whether an answering Sentinel sees the master down (`s_down` or `o_down`): a failover may
+/// be about to start.
+pub fn master_seen_down(answers: &[Answer]) -> bool {
+    answers.iter().any(|a| match a {
+        Answer::Master { flags, .. } => flags
+            .split(',')
+            .any(|f| matches!(f.trim(), "s_down" | "o_down")),
+        _ => false,
+    })
+}
+
 /// Whether an answering Sentinel reports a failover of the master under way.
 pub fn failover_in_progress(answers: &[Answer]) -> bool {
     answers.iter().any(|a| match a {
