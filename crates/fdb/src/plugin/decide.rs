@@ -619,21 +619,12 @@ pub fn addresses_of(status: &FdbStatus, ids: &[ProcessGroupId]) -> Vec<String> {
 /// The arguments of `kubectl` that restart the fdbserver processes of `pod` as upstream does
 /// (`pkill fdbserver` in its main container; fdbmonitor starts them again).
 pub fn restart_argv(namespace: &str, pod: &str) -> Vec<String> {
-    [
-        "exec",
-        "-n",
+    in_main_container(
         namespace,
         pod,
-        "-c",
-        crate::cluster::resources::MAIN_CONTAINER,
-        "--",
-        "/bin/bash",
-        "-c",
-        "pkill fdbserver || true",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()
+        false,
+        &["/bin/bash", "-c", "pkill fdbserver || true"],
+    )
 }
 
 /// What `fix-coordinator-ips` found: a line per coordinator, and the connection string with
@@ -725,29 +716,34 @@ pub fn fix_coordinator_ips(
 pub fn fix_cluster_file_argv(namespace: &str, pod: &str, connection_string: &str) -> Vec<String> {
     let command =
         format!("echo {connection_string} > /var/fdb/data/fdb.cluster && pkill fdbserver");
-    [
-        "exec",
-        "-n",
-        namespace,
-        pod,
-        "-c",
-        crate::cluster::resources::MAIN_CONTAINER,
-        "--",
-        "/bin/bash",
-        "-c",
-        &command,
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()
+    in_main_container(namespace, pod, false, &["/bin/bash", "-c", &command])
 }
 
 /// The arguments of `kubectl` for `kubectl fdb exec`: `command` (`bash` when empty) in the
 /// main container of `pod`, with stdin, and a TTY with `tty`.
 pub fn exec_argv(namespace: &str, pod: &str, command: &[String], tty: bool) -> Vec<String> {
-    let mut argv: Vec<String> = ["exec", "-i"].iter().map(|s| (*s).to_owned()).collect();
+    let command: Vec<&str> = if command.is_empty() {
+        vec!["bash"]
+    } else {
+        command.iter().map(String::as_str).collect()
+    };
+    let mut argv = in_main_container(namespace, pod, true, &command);
     if tty {
-        argv.push("-t".into());
+        argv.insert(2, "-t".into());
+    }
+    argv
+}
+
+/// The arguments of `kubectl` that print `status json` from inside `pod`.
+pub fn status_argv(namespace: &str, pod: &str) -> Vec<String> {
+    in_main_container(namespace, pod, false, &["fdbcli", "--exec", "status json"])
+}
+
+/// `kubectl exec [-i] -n NS POD -c foundationdb -- COMMAND…`.
+fn in_main_container(namespace: &str, pod: &str, stdin: bool, command: &[&str]) -> Vec<String> {
+    let mut argv = vec!["exec".to_owned()];
+    if stdin {
+        argv.push("-i".into());
     }
     argv.extend(
         [
@@ -759,33 +755,10 @@ pub fn exec_argv(namespace: &str, pod: &str, command: &[String], tty: bool) -> V
             "--",
         ]
         .iter()
+        .chain(command)
         .map(|s| (*s).to_owned()),
     );
-    if command.is_empty() {
-        argv.push("bash".into());
-    } else {
-        argv.extend(command.iter().cloned());
-    }
     argv
-}
-
-/// The arguments of `kubectl` that print `status json` from inside `pod`.
-pub fn status_argv(namespace: &str, pod: &str) -> Vec<String> {
-    [
-        "exec",
-        "-n",
-        namespace,
-        pod,
-        "-c",
-        crate::cluster::resources::MAIN_CONTAINER,
-        "--",
-        "fdbcli",
-        "--exec",
-        "status json",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()
 }
 
 /// The operator's version: the tag of container `container` of its Deployment.
