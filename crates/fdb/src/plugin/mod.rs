@@ -340,6 +340,12 @@ struct RestartArgs {
     all_processes: bool,
 }
 
+/// A pod in phase Running and not being deleted.
+fn running(p: &Pod) -> bool {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        && p.metadata.deletion_timestamp.is_none()
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let (n, unit) = s
         .find(|c: char| !c.is_ascii_digit())
@@ -753,10 +759,7 @@ impl Run<'_> {
         }
         let new = &fix.connection_string;
         io.out(&format!("New connection string: {new}\n"))?;
-        let running = pods.iter().filter(|p| {
-            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                && p.metadata.deletion_timestamp.is_none()
-        });
+        let running = pods.iter().filter(|p| running(p));
         for pod in running {
             let argv = decide::fix_cluster_file_argv(self.ns(), &pod.name_any(), new);
             if dry_run {
@@ -1122,18 +1125,12 @@ impl Run<'_> {
             return self.status_local(c, dir).await;
         }
         let pods = self.pods(c, None).await?;
-        let pod = pods
-            .iter()
-            .find(|p| {
-                p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                    && p.metadata.deletion_timestamp.is_none()
-            })
-            .ok_or_else(|| {
-                PluginError::Refused(format!(
-                    "cluster {:?} has no running pod to run fdbcli in",
-                    c.name_any()
-                ))
-            })?;
+        let pod = pods.iter().find(|p| running(p)).ok_or_else(|| {
+            PluginError::Refused(format!(
+                "cluster {:?} has no running pod to run fdbcli in",
+                c.name_any()
+            ))
+        })?;
         let text = self.kubectl(&decide::status_argv(self.ns(), &pod.name_any()))?;
         crate::admin::status::parse(&text, true)
             .map_err(|e| PluginError::Refused(format!("status json of {:?}: {e}", c.name_any())))
@@ -1186,10 +1183,7 @@ impl Run<'_> {
             .pods(&c, None)
             .await?
             .iter()
-            .filter(|p| {
-                p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                    && p.metadata.deletion_timestamp.is_none()
-            })
+            .filter(|p| running(p))
             .map(ResourceExt::name_any)
             .collect();
         if running.is_empty() {

@@ -39,6 +39,20 @@ pub const ID_LABEL: &str = "foundationdb.org/fdb-process-group-id";
 /// The version a pod without a monitor configuration runs.
 pub const DEFAULT_VERSION: &str = "7.1.57";
 
+/// The process groups of `db` whose processes still hold data while none of `pods` (the
+/// ones not being deleted) carries their `ID_LABEL`: a pod gone too early.
+pub fn gone_holding_data(db: &FakeDatabase, pods: &[Pod]) -> Vec<String> {
+    let present: std::collections::BTreeSet<&str> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.labels().get(ID_LABEL).map(String::as_str))
+        .collect();
+    db.holding_data()
+        .into_iter()
+        .filter(|id| !present.contains(id.as_str()))
+        .collect()
+}
+
 /// Plays the monitor of every pod in `list` that mounts config map `cm_name` (see the module
 /// contract). A pod deleted in between is no error.
 pub async fn play_monitors(

@@ -135,19 +135,11 @@ async fn follow(
             continue;
         };
         if live {
-            let present: BTreeSet<String> = list
-                .items
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .filter_map(|p| p.metadata.labels.as_ref()?.get(ID_LABEL).cloned())
-                .collect();
-            for id in db.holding_data() {
-                if !present.contains(&id) {
-                    violations.record(
-                        "pod_gone_holding_data",
-                        format!("the pod of {id} is gone while its process holds data"),
-                    );
-                }
+            for id in fdb::sim::follow::gone_holding_data(&db, &list.items) {
+                violations.record(
+                    "pod_gone_holding_data",
+                    format!("the pod of {id} is gone while its process holds data"),
+                );
             }
         }
         fdb::sim::follow::play_monitors(&pods, &configs, &cm_name, &mut list.items).await;

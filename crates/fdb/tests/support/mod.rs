@@ -220,19 +220,11 @@ impl Harness {
                 let Ok(mut list) = pods.list(&ListParams::default()).await else {
                     continue;
                 };
-                let present: BTreeSet<String> = list
-                    .items
-                    .iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                    .filter_map(|p| p.metadata.labels.as_ref()?.get(ID_LABEL).cloned())
-                    .collect();
-                for id in db.holding_data() {
-                    if !present.contains(&id) {
-                        violations
-                            .lock()
-                            .unwrap()
-                            .push(format!("pod of {id} gone while its process held data"));
-                    }
+                for id in fdb::sim::follow::gone_holding_data(&db, &list.items) {
+                    violations
+                        .lock()
+                        .unwrap()
+                        .push(format!("pod of {id} gone while its process held data"));
                 }
                 fdb::sim::follow::play_monitors(&pods, &configs, &cm_name, &mut list.items).await;
                 db.sync_pods(&list.items, CLASS_LABEL, ID_LABEL, "7.1.57");
