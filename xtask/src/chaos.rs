@@ -19,7 +19,10 @@ use std::path::PathBuf;
 use testenv::chaos::scenario::{ENV_PARALLEL, ENV_REPORT, ENV_SEEDS, RunReport};
 
 /// The operators that have chaos scenarios.
-pub const OPERATORS: &[&str] = &["redroid", "cocoon", "redis", "fdb"];
+pub const OPERATORS: &[&str] = &["redroid", "cocoon", "redis", "fdb", "stellar"];
+/// The operators whose scenarios run on the spaces (`testenv::spaces`, which their test
+/// brings up), not on the single plane.
+const ON_SPACES: &[&str] = &["stellar"];
 
 /// `cargo xtask chaos` arguments.
 #[derive(clap::Args)]
@@ -81,7 +84,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => OPERATORS.to_vec(),
     };
-    testenv::up()?;
+    if operators.iter().any(|op| !ON_SPACES.contains(op)) {
+        testenv::up()?;
+    }
     let report: PathBuf = std::env::temp_dir().join(format!(
         "flotilla-chaos-{}-{}.jsonl",
         std::process::id(),

@@ -20,15 +20,15 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use fdb::crd::FoundationDBCluster;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::demo_support::{
-    Process, build_binaries, deploy_dir, ensure_namespace, poll, service_account_kubeconfig,
-    wait_for_leader,
+    DEADLINE, Process, build_binaries, deploy_dir, ensure_namespace, poll, poll_within,
+    service_account_kubeconfig, wait_for_leader,
 };
 use crate::kubectl;
 
@@ -38,6 +38,8 @@ const LEASE: &str = "fdb-kubernetes-operator";
 const DEMO_NAMESPACE: &str = "fdb-demo";
 const CLUSTER: &str = "sample-cluster";
 const UPGRADE_TO: &str = "7.1.68";
+/// How long the upgrade may take to reconcile (see where it is waited for).
+const UPGRADE_DEADLINE: Duration = Duration::from_secs(420);
 
 /// Runs the FoundationDB demo on the (running) plane.
 pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result<()> {
@@ -182,7 +184,14 @@ pub fn run(rt: &tokio::runtime::Runtime, admin: &kube::Client) -> anyhow::Result
         &PatchParams::default(),
         &Patch::Merge(json!({"spec": {"version": UPGRADE_TO}})),
     ))?;
-    let c = rt.block_on(reconciled(&clusters, &mut [&mut operator, &mut sim]))?;
+    // The replaced log and stateless groups go one fault domain at a time, 60 s apart
+    // (upstream's pace), and the pods of a class are spread over the three nodes: at least
+    // three minutes of removals alone.
+    let c = rt.block_on(reconciled_within(
+        &clusters,
+        &mut [&mut operator, &mut sim],
+        UPGRADE_DEADLINE,
+    ))?;
     let st = c.status.unwrap_or_default();
     println!(
         "upgraded in {:.1?}: running version {}, {} process groups",
@@ -237,8 +246,17 @@ async fn reconciled(
     clusters: &Api<FoundationDBCluster>,
     watched: &mut [&mut Process],
 ) -> anyhow::Result<FoundationDBCluster> {
+    reconciled_within(clusters, watched, DEADLINE).await
+}
+
+// `reconciled` with its own deadline.
+async fn reconciled_within(
+    clusters: &Api<FoundationDBCluster>,
+    watched: &mut [&mut Process],
+    within: Duration,
+) -> anyhow::Result<FoundationDBCluster> {
     let last = RefCell::new(None);
-    poll("the cluster reconciled", watched, || async {
+    poll_within("the cluster reconciled", within, watched, || async {
         let c = clusters.get(CLUSTER).await?;
         let st = c.status.clone().unwrap_or_default();
         let done =

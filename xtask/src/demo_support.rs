@@ -22,9 +22,7 @@ pub const DEADLINE: Duration = Duration::from_secs(180);
 
 /// `deploy/<operator>` in the repository.
 pub fn deploy_dir(operator: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../deploy")
-        .join(operator);
+    let dir = testenv::workspace_root().join("deploy").join(operator);
     std::fs::canonicalize(&dir).unwrap_or(dir)
 }
 
@@ -202,8 +200,18 @@ pub fn ensure_namespace(name: &str) -> anyhow::Result<()> {
 
 /// Polls `probe` every half second until it yields true, one of `watched` dies, or
 /// [`DEADLINE`] passes.
-pub async fn poll<F, Fut>(
+pub async fn poll<F, Fut>(what: &str, watched: &mut [&mut Process], probe: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<bool>>,
+{
+    poll_within(what, DEADLINE, watched, probe).await
+}
+
+/// [`poll`] with its own deadline `within`, for a step known to take longer.
+pub async fn poll_within<F, Fut>(
     what: &str,
+    within: Duration,
     watched: &mut [&mut Process],
     mut probe: F,
 ) -> anyhow::Result<()>
@@ -211,7 +219,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<bool>>,
 {
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Instant::now() + within;
     loop {
         for p in watched.iter_mut() {
             p.ensure_alive()?;
@@ -225,7 +233,7 @@ where
                 .map(|p| p.log.display().to_string())
                 .collect();
             anyhow::bail!(
-                "{what} did not happen within {DEADLINE:?}; logs: {}",
+                "{what} did not happen within {within:?}; logs: {}",
                 logs.join(", ")
             );
         }

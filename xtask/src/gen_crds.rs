@@ -1,7 +1,7 @@
 //! `cargo xtask gen [--check]`: CRD YAML generated from each operator's Rust types, committed
 //! under deploy/<operator>/crds/, and a drift check that fails when the two differ.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Each operator's CRDs, by deploy directory name. Operators add themselves here.
 fn operators() -> Vec<(&'static str, Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>)>{
@@ -15,10 +15,7 @@ fn operators() -> Vec<(&'static str, Vec<k8s_openapi::apiextensions_apiserver::p
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the repo root")
-        .to_path_buf()
+    testenv::workspace_root()
 }
 
 pub fn run(check: bool) -> anyhow::Result<()> {

@@ -280,6 +280,7 @@ fn schema_of<K: JsonSchema>(kind: &str, facts: &K8sFacts) -> Result<JSONSchemaPr
             o.remove("required");
         }
     }
+    field_docs_into_any_of(&mut root);
     let mut schema = schemars::Schema::try_from(root).expect("a generated schema is an object");
     for mut t in transforms() {
         t.transform(&mut schema);
@@ -430,6 +431,30 @@ fn collapse_nullable(obj: &mut Map<String, Value>) {
         merged.insert(k, v);
     }
     *obj = merged;
+}
+
+// kube's `OptionalEnum` turns an optional enum field (`{description, anyOf: [enum, null]}`)
+// into the enum's own schema, and with it the enum type's doc, so `kubectl explain` would say
+// what the type is, not what the field is for. The field's doc is copied into the `anyOf`
+// members first, so it is the one that stays.
+fn field_docs_into_any_of(v: &mut Value) {
+    match v {
+        Value::Object(obj) => {
+            if let (Some(Value::String(doc)), Some(Value::Array(any))) =
+                (obj.get("description").cloned(), obj.get_mut("anyOf"))
+            {
+                for m in any.iter_mut().filter_map(Value::as_object_mut) {
+                    let null = m.get("type").and_then(Value::as_str) == Some("null");
+                    if !null {
+                        m.insert("description".into(), Value::String(doc.clone()));
+                    }
+                }
+            }
+            obj.values_mut().for_each(field_docs_into_any_of);
+        }
+        Value::Array(items) => items.iter_mut().for_each(field_docs_into_any_of),
+        _ => {}
+    }
 }
 
 fn inline_children(

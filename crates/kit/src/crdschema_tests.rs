@@ -21,6 +21,9 @@ pub struct PlainSpec {
     /// A mode.
     #[serde(default)]
     pub mode: Mode,
+    /// The field's own words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later: Option<Mode>,
 }
 
 /// A mode.
@@ -104,6 +107,10 @@ fn a_kind_without_kubernetes_types_gets_kube_derive_schema_without_required_spec
     let mut theirs = schema(&Plain::crd());
     let obj = theirs.as_object_mut().expect("object");
     assert_eq!(obj.remove("required"), Some(serde_json::json!(["spec"])));
+    // kube-derive shows an optional enum field with its type's doc; ours keeps the field's.
+    let later = &mut theirs["properties"]["spec"]["properties"]["later"];
+    assert_eq!(later["description"], "A mode.");
+    later["description"] = "The field's own words.".into();
     assert_eq!(ours, theirs);
 }
 

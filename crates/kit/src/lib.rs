@@ -10,6 +10,8 @@ pub mod controller;
 pub mod crdgen;
 /// CRD schemas with Kubernetes' own list/map markers and required fields on embedded types.
 pub mod crdschema;
+/// Reading the API server's errors (`AlreadyExists` is not any 409).
+pub mod errors;
 /// Events that never fail a reconcile, and namespace-scoped `Api`s.
 pub mod events;
 /// Adding and removing a finalizer with an optimistic write.

@@ -18,15 +18,19 @@ use tokio::{sync::watch, task::JoinHandle, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 const LEASE: &str = "kit-test-lock";
-const DURATION: Duration = Duration::from_secs(3);
+// Short enough for a quick test, long enough that a loaded machine (CI runs three test binaries
+// and their operators on two cores) answers a renewal within the deadline: at 3 s / 2 s a
+// renewal round trip over 2 s made the leader step down, and `elect` failed.
+const DURATION: Duration = Duration::from_secs(8);
+const RENEW_DEADLINE: Duration = Duration::from_secs(6);
 const RETRY: Duration = Duration::from_millis(500);
-const MARGIN: Duration = Duration::from_secs(3);
+const MARGIN: Duration = Duration::from_secs(4);
 
 fn config(ns: &str, identity: &str) -> LeaseConfig {
     LeaseConfig {
         identity: identity.to_owned(),
         lease_duration: DURATION,
-        renew_deadline: Duration::from_secs(2),
+        renew_deadline: RENEW_DEADLINE,
         retry_period: RETRY,
         ..LeaseConfig::new(LEASE, ns)
     }

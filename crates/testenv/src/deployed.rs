@@ -14,7 +14,6 @@
 //!   [`delete_leader`] and [`assert_clean_handover`] are the steps every operator's
 //!   leader-election test takes.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -211,7 +210,7 @@ pub fn leadership(log: &str) -> Vec<(Timestamp, Option<Timestamp>)> {
 /// An operator's test Deployment: the crate's kustomization `tests/deploy` (the shipped
 /// manager and RBAC, as the user would apply them) with this build's binary as its image.
 pub struct OperatorDeployment<'a> {
-    /// The operator crate's directory (`env!("CARGO_MANIFEST_DIR")`).
+    /// The operator crate's directory relative to the workspace root (`crates/<name>`).
     pub crate_dir: &'a str,
     /// The image repository the kustomization names (replaced by a per-namespace tag).
     pub repository: &'a str,
@@ -242,7 +241,11 @@ impl OperatorDeployment<'_> {
         };
         let key = format!("{}.{ns}", self.binary);
         let mapping = crate::procnode::register_image(admin, &key, &entry).await?;
-        let mut objs = crate::kustomize::render(&Path::new(self.crate_dir).join("tests/deploy"))?;
+        let mut objs = crate::kustomize::render(
+            &crate::workspace_root()
+                .join(self.crate_dir)
+                .join("tests/deploy"),
+        )?;
         crate::kustomize::set_namespace(&mut objs, ns);
         crate::kustomize::set_image(&mut objs, self.repository, &image);
         for (key, value) in self.env {

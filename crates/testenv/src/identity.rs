@@ -123,6 +123,19 @@ pub fn write_kubeconfig_for_server(
     write_private(path, &kubeconfig_text(server, &ca, token, namespace))
 }
 
+/// Writes a kubeconfig for `token` against `server`, trusting the CA file `ca`, to `path`
+/// (mode 0600): for an API server other than the plane's (a space, or a proxy in front of
+/// one).
+pub fn write_kubeconfig_with_ca(
+    path: &Path,
+    server: &str,
+    ca: &str,
+    token: &str,
+    namespace: &str,
+) -> anyhow::Result<()> {
+    write_private(path, &kubeconfig_text(server, ca, token, namespace))
+}
+
 fn kubeconfig_text(server: &str, ca: &str, token: &str, namespace: &str) -> String {
     // JSON strings are valid YAML scalars, so every value is quoted safely.
     let q = |s: &str| serde_json::Value::from(s).to_string();

@@ -32,3 +32,29 @@ pub use support::{
     wait_deleted, wait_for,
 };
 pub use versions::Versions;
+
+/// The root of the checkout being run.
+///
+/// Not `env!("CARGO_MANIFEST_DIR")` alone: cargo fingerprints path packages relative to their
+/// workspace, so a second checkout that shares a target directory (a CI clone next to a working
+/// copy, or the same repository mounted elsewhere) reuses binaries whose compiled-in path names
+/// the first checkout, which may hold other files or not exist. The checkout is found from the
+/// `CARGO_MANIFEST_DIR` cargo sets at run time (`cargo run`, `cargo test`, `cargo xtask test`),
+/// else the working directory, else the compiled-in path.
+pub fn workspace_root() -> std::path::PathBuf {
+    let compiled = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let starts = [
+        std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from),
+        std::env::current_dir().ok(),
+    ];
+    starts
+        .into_iter()
+        .flatten()
+        .find_map(|start| {
+            start
+                .ancestors()
+                .find(|d| d.join("crates/testenv/upstream/build.sh").is_file())
+                .map(std::path::Path::to_path_buf)
+        })
+        .unwrap_or(compiled)
+}

@@ -120,7 +120,7 @@ pub fn read_state() -> Option<State> {
 
 /// Builds (or finds in the cache) the upstream binaries and returns their directory.
 pub fn ensure_binaries() -> anyhow::Result<PathBuf> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("upstream/build.sh");
+    let script = crate::workspace_root().join("crates/testenv/upstream/build.sh");
     let out = std::process::Command::new("bash")
         .arg(&script)
         .stderr(std::process::Stdio::inherit())

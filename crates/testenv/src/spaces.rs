@@ -226,6 +226,30 @@ pub fn read_state() -> Option<State> {
     serde_json::from_slice(&fs::read(state_path()).ok()?).ok()
 }
 
+/// A hold on serving `space` with controllers of one's own (a stellar controller-manager for
+/// a WDS): exclusive across processes and within one (a file lock on
+/// `<spaces dir>/<space>.serve.lock`, one open file per hold), so two test binaries never run
+/// two controller-managers for one WDS at once (each would act on the other's Bindings).
+/// Waits for the current holder; released when the returned file is dropped.
+pub async fn hold(space: &str) -> anyhow::Result<fs::File> {
+    hold_in(spaces_dir(), space).await
+}
+
+async fn hold_in(dir: PathBuf, space: &str) -> anyhow::Result<fs::File> {
+    let path = dir.join(format!("{space}.serve.lock"));
+    tokio::task::spawn_blocking(move || {
+        fs::create_dir_all(&dir)?;
+        let f = fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        f.lock()?;
+        Ok(f)
+    })
+    .await?
+}
+
 /// Starts `topology`, or reuses a healthy running topology that covers it. Safe to call from
 /// several processes and from inside or outside a tokio runtime.
 pub fn up(topology: &Topology) -> anyhow::Result<Up> {
@@ -437,6 +461,33 @@ pub fn usage(state: &State) -> Vec<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_second_hold_waits_until_the_first_is_released() {
+        let dir = std::env::temp_dir().join(format!("spaces-hold-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("dir");
+        let first = hold_in(dir.clone(), "wds9").await.expect("first hold");
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let waiter = tokio::spawn({
+            let dir = dir.clone();
+            async move {
+                let second = hold_in(dir, "wds9").await.expect("second hold");
+                let _ = tx.send(());
+                second
+            }
+        });
+        // Another space is not held.
+        let other = hold_in(dir.clone(), "wds8").await.expect("another space");
+        drop(other);
+        let early = tokio::time::timeout(Duration::from_millis(300), &mut rx).await;
+        assert!(early.is_err(), "the second hold did not wait for the first");
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the second hold once the first is released")
+            .expect("waiter");
+        fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn the_standard_topology_names_its_spaces() {

@@ -50,10 +50,11 @@ build_k8s() {
     ld+=" -X '$p.gitTreeState=clean' -X '$p.buildDate=1970-01-01T00:00:00Z'"
   done
   log "building kube-apiserver kube-controller-manager kube-scheduler kubectl $KUBERNETES"
-  (cd "$mod" && go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="all=$ld" -o "$BIN/.tmp-k8s/" \
+  local tmp; tmp=$(mktemp -d "$BIN/.tmp-k8s.XXXXXX")
+  (cd "$mod" && go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="all=$ld" -o "$tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
-  mv "$BIN"/.tmp-k8s/* "$BIN/" && rmdir "$BIN/.tmp-k8s"
+  mv "$tmp"/* "$BIN/" && rmdir "$tmp"
 }
 
 build_etcd() {
@@ -66,13 +67,14 @@ build_etcd() {
       go mod tidy >&2)
   fi
   log "building etcd $ETCD"
-  (cd "$mod" && go build -trimpath -ldflags="-s -w" -o "$BIN/.etcd.tmp" go.etcd.io/etcd/server/v3)
-  mv "$BIN/.etcd.tmp" "$BIN/etcd"
+  local tmp; tmp=$(mktemp -d "$BIN/.tmp-etcd.XXXXXX")
+  (cd "$mod" && go build -trimpath -ldflags="-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+  mv "$tmp/etcd" "$BIN/etcd" && rmdir "$tmp"
 }
 
 build_kwok() {
   log "building kwok kwokctl $KWOK"
-  local tmp="$BIN/.tmp-kwok"; mkdir -p "$tmp"
+  local tmp; tmp=$(mktemp -d "$BIN/.tmp-kwok.XXXXXX")
   GOBIN="$tmp" GOFLAGS= go install -trimpath -ldflags="-s -w" \
     "sigs.k8s.io/kwok/cmd/kwok@$KWOK" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK"
   mv "$tmp"/* "$BIN/" && rmdir "$tmp"
@@ -82,6 +84,12 @@ build_kwok() {
 }
 
 have() { for f in "$@"; do [ -x "$BIN/$f" ] || return 1; done; }
+# Several test processes can ask for the binaries at once (each plane directory starts its own
+# plane): one builds while the others wait on this lock, then find the binaries. Each build also
+# writes into a temporary directory of its own, so a builder without the lock (an older copy of
+# this script) cannot take or clobber its half-built files.
+exec 9>"$BIN/.build.lock"
+flock 9
 trap 'log "FAILED (line $LINENO): see the output above"' ERR
 start=$(date +%s)
 have etcd || build_etcd

@@ -232,10 +232,7 @@ fn target_dir() -> PathBuf {
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the repository root")
-        .to_path_buf()
+    testenv::workspace_root()
 }
 
 /// Builds the static release binary of each of `images`, one cargo run each: the features of

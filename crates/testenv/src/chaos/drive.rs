@@ -9,6 +9,10 @@
 //!   did not complete), `final_state` (never reached the baseline, with the diff),
 //!   `state_drifted` (changed after converging), `hot_loop` (the quiet rate over
 //!   [`Bounds::quiet_window`] above [`Bounds::quiet`] in two consecutive windows) and each leftover the flow names.
+//! - Rates are per process: an operator made of several processes (a controller-manager and
+//!   its agents, [`OperatorUnderTest::start_processes`]) keeps [`Bounds`] in each of them
+//!   (the peak and quiet rates reported are the highest of any one process); faults and
+//!   requests are summed over every proxy.
 //! - [`Driven::finish`] checks the peak rate against [`Bounds::peak`], stops the meter and the
 //!   operator, and returns the [`RunReport`]; the scenario runs its own final checks (and stops
 //!   its observer) between the two.
@@ -69,7 +73,7 @@ pub async fn drive(
     violations: &Violations,
     bounds: Bounds,
 ) -> Driven {
-    let meter = RateMeter::start(op.proxy.clone());
+    let meter = op.meter();
     op.supervise(scenario::kills(seed, 0));
     if let Err(e) = flow.run().await {
         violations.record("progress", format!("{e:#}"));
@@ -90,9 +94,9 @@ pub async fn drive(
             let secs = c.at.saturating_duration_since(calm).as_secs_f64();
             // A watch re-established at the calm re-lists and costs every object one more
             // pass, which can fall in the first window; a hot loop fills the next one too.
-            let mut quiet = scenario::quiet_rate(&op.proxy, bounds.quiet_window).await;
+            let mut quiet = op.quiet_rate(bounds.quiet_window).await;
             if quiet > bounds.quiet {
-                quiet = scenario::quiet_rate(&op.proxy, bounds.quiet_window).await;
+                quiet = op.quiet_rate(bounds.quiet_window).await;
             }
             if quiet > bounds.quiet {
                 violations.record(
@@ -121,7 +125,7 @@ pub async fn drive(
     };
 
     // Deletion, under faults and kills again, then calm: nothing may be left.
-    op.proxy.set_rates(scenario::plan(seed).rates);
+    op.set_rates(scenario::plan(seed).rates);
     op.supervise(scenario::kills(seed, 1));
     if let Err(e) = flow.teardown().await {
         violations.record("progress", format!("teardown: {e:#}"));
@@ -169,8 +173,8 @@ impl Driven {
             );
         }
         let log = op.log().display().to_string();
-        let traffic = op.proxy.traffic();
-        let faults = op.proxy.counts();
+        let traffic = op.traffic();
+        let faults = op.fault_counts();
         let supervised = op.stop().await;
         RunReport {
             operator: operator.into(),

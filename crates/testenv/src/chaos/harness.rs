@@ -239,6 +239,15 @@ impl KillSchedule {
         self
     }
 
+    /// The schedule of the `k`-th process of a run: the same gaps' bounds and marker, seed
+    /// [`super::plan::derive_seed`]`(seed, k)` (the 0th is this schedule itself).
+    #[must_use]
+    pub fn derived(&self, k: usize) -> Self {
+        let mut s = Self::new(super::plan::derive_seed(self.seed, k), self.min, self.max);
+        s.from = self.from.clone();
+        s
+    }
+
     /// The next gap.
     pub fn next_gap(&mut self) -> Duration {
         // xorshift64*: small and ours.

@@ -21,6 +21,8 @@ pub use drive::{Bounds, Driven, Flow, drive};
 pub use harness::{KillSchedule, Operator, Supervised};
 pub use observe::Observer;
 pub use plan::{Class, Fault, Plan, Rates};
-pub use proxy::{FaultProxy, FaultRecord, Traffic};
-pub use scenario::{Launch, OperatorUnderTest, RateMeter, RunReport, Violation, Violations};
+pub use proxy::{FaultProxy, FaultRecord, Traffic, Upstream};
+pub use scenario::{
+    Endpoint, Launch, OperatorUnderTest, Process, RateMeter, RunReport, Violation, Violations,
+};
 pub use world::{Base, Setup};

@@ -144,7 +144,27 @@ pub struct Plan {
     pub rates: Rates,
 }
 
+/// The seed of stream `k` of a run seeded `seed` (a run with several proxies or processes
+/// gives each its own): stream 0 is `seed` itself, the others are mixed from it, so the
+/// streams are independent of each other but replay from the one seed.
+pub fn derive_seed(seed: u64, k: usize) -> u64 {
+    if k == 0 {
+        return seed;
+    }
+    let mut rng = SplitMix(seed ^ (k as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    rng.next()
+}
+
 impl Plan {
+    /// The plan of the `k`-th proxy of a run: the same rates, seed [`derive_seed`]`(seed, k)`.
+    #[must_use]
+    pub fn derived(&self, k: usize) -> Self {
+        Self {
+            seed: derive_seed(self.seed, k),
+            rates: self.rates.clone(),
+        }
+    }
+
     /// The fault for request number `n` of class `class`.
     pub fn decide(&self, n: u64, class: Class) -> Fault {
         let mut rng = SplitMix(self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));

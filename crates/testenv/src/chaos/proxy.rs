@@ -1,10 +1,13 @@
-//! A fault-injecting proxy in front of the local plane's API server.
+//! A fault-injecting proxy in front of the local plane's API server, or of any API server of
+//! the test environment ([`Upstream`]: the plane, or one of the spaces of `testenv::spaces`).
 //!
 //! Contract:
 //! - [`FaultProxy::start`] listens on 127.0.0.1 (a free port) with the API server's own serving
 //!   certificate, so a client that trusts the plane trusts the proxy: the operator under test
 //!   gets a kubeconfig that differs from the plane's only in the port ([`FaultProxy::kubeconfig`])
-//!   and cannot tell the proxy is there. Requests are forwarded over TLS to the API server with
+//!   and cannot tell the proxy is there. [`FaultProxy::start_in_front_of`] does the same for
+//!   another [`Upstream`] (a space's API server, with the spaces' own CA and serving
+//!   certificate). Requests are forwarded over TLS to the API server with
 //!   their own credentials (a bearer token passes through; client certificates cannot, so use a
 //!   ServiceAccount token, as operator tests do anyway).
 //! - Each request is numbered in arrival order and gets the fault [`Plan::decide`] gives it.
@@ -46,7 +49,7 @@ use super::plan::{Class, Fault, Plan, Rates, classify};
 use crate::plane;
 
 type Body = BoxBody<Bytes, std::io::Error>;
-type Upstream = HttpClient<
+type UpstreamClient = HttpClient<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
     Incoming,
 >;
@@ -92,8 +95,42 @@ struct Shared {
     watches: AtomicU64,
     log: Mutex<Vec<FaultRecord>>,
     counts: crate::RequestCounts,
-    upstream: Upstream,
+    upstream: UpstreamClient,
     api: String,
+}
+
+/// An API server a proxy can stand in front of: its URL and the PKI directory
+/// (`testenv::pki` layout) holding the CA its clients trust (`ca.crt`) and its serving
+/// certificate and key (`apiserver.crt`, `apiserver.key`), which the proxy presents too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// The PKI directory.
+    pub pki: PathBuf,
+}
+
+impl Upstream {
+    /// The running plane's API server.
+    pub fn plane() -> anyhow::Result<Self> {
+        let state = plane::read_state().ok_or_else(|| anyhow::anyhow!("no local plane"))?;
+        Ok(Self {
+            url: format!("https://127.0.0.1:{}", state.api_port),
+            pki: plane::plane_dir().join("pki"),
+        })
+    }
+
+    /// The API server of space `name` of the running topology (`testenv::spaces`).
+    pub fn space(name: &str) -> anyhow::Result<Self> {
+        let state = crate::spaces::read_state().ok_or_else(|| anyhow::anyhow!("no spaces"))?;
+        let space = state
+            .space(name)
+            .ok_or_else(|| anyhow::anyhow!("no space {name:?}"))?;
+        Ok(Self {
+            url: format!("https://127.0.0.1:{}", space.api_port),
+            pki: crate::spaces::spaces_dir().join("pki"),
+        })
+    }
 }
 
 /// A running proxy; stops when dropped.
@@ -101,6 +138,7 @@ pub struct FaultProxy {
     addr: SocketAddr,
     shared: Arc<Shared>,
     stop: CancellationToken,
+    ca: PathBuf,
 }
 
 impl Drop for FaultProxy {
@@ -112,13 +150,17 @@ impl Drop for FaultProxy {
 impl FaultProxy {
     /// Starts a proxy in front of the running plane's API server with `plan`.
     pub async fn start(plan: Plan) -> anyhow::Result<Self> {
-        let state = plane::read_state().ok_or_else(|| anyhow::anyhow!("no local plane"))?;
-        let pki = plane::plane_dir().join("pki");
+        Self::start_in_front_of(plan, &Upstream::plane()?).await
+    }
+
+    /// Starts a proxy in front of `upstream` with `plan`.
+    pub async fn start_in_front_of(plan: Plan, upstream: &Upstream) -> anyhow::Result<Self> {
+        let pki = &upstream.pki;
         let tls = server_tls(&pki.join("apiserver.crt"), &pki.join("apiserver.key"))?;
-        let upstream = upstream_client(&pki.join("ca.crt"))?;
+        let client = upstream_client(&pki.join("ca.crt"))?;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        tracing::info!(target: "testenv::chaos", seed = plan.seed, %addr, "fault proxy listening");
+        tracing::info!(target: "testenv::chaos", seed = plan.seed, %addr, upstream = %upstream.url, "fault proxy listening");
         let shared = Arc::new(Shared {
             plan: Mutex::new(plan),
             journal: Mutex::new(None),
@@ -129,12 +171,17 @@ impl FaultProxy {
             writes: AtomicU64::new(0),
             watches: AtomicU64::new(0),
             counts: crate::RequestCounts::default(),
-            upstream,
-            api: format!("https://127.0.0.1:{}", state.api_port),
+            upstream: client,
+            api: upstream.url.clone(),
         });
         let stop = CancellationToken::new();
         tokio::spawn(serve(listener, tls, shared.clone(), stop.clone()));
-        Ok(Self { addr, shared, stop })
+        Ok(Self {
+            addr,
+            shared,
+            stop,
+            ca: pki.join("ca.crt"),
+        })
     }
 
     /// `https://127.0.0.1:<port>`.
@@ -142,9 +189,11 @@ impl FaultProxy {
         format!("https://{}", self.addr)
     }
 
-    /// A kubeconfig for `token` pointing at the proxy, written to `path` (mode 0600).
+    /// A kubeconfig for `token` pointing at the proxy (trusting its upstream's CA), written to
+    /// `path` (mode 0600).
     pub fn kubeconfig(&self, path: &Path, token: &str, namespace: &str) -> anyhow::Result<()> {
-        crate::identity::write_kubeconfig_for_server(path, &self.url(), token, namespace)
+        let ca = self.ca.display().to_string();
+        crate::identity::write_kubeconfig_with_ca(path, &self.url(), &ca, token, namespace)
     }
 
     /// From now on, writes a line to `path` as each request arrives (`> #n METHOD path`) and
@@ -228,7 +277,7 @@ fn server_tls(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::TlsAccept
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
-fn upstream_client(ca: &PathBuf) -> anyhow::Result<Upstream> {
+fn upstream_client(ca: &Path) -> anyhow::Result<UpstreamClient> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();

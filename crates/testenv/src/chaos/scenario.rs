@@ -12,10 +12,19 @@
 //!   and restarted process is the same pod's container restarting: it renews its own Lease at
 //!   once), its log in the run's directory, supervised: SIGKILLed on the seeded schedule and
 //!   restarted whenever it exits.
+//! - [`OperatorUnderTest::start_processes`] does the same for an operator made of several
+//!   processes talking to several API servers (KubeStellar's controller-manager: a WDS and an
+//!   ITS; each WEC's agent: the ITS and the WEC): every process talks to each of its API
+//!   servers through a proxy of its own ([`Endpoint`], [`Upstream`]) as the ServiceAccount
+//!   named there; the `k`-th proxy gets the run's plan [`Plan::derived`]`(k)` and the `i`-th
+//!   process the kill schedule [`KillSchedule::derived`]`(i)`, so one seed replays every
+//!   proxy's faults and every process's kills; fault counts and traffic are summed, rates
+//!   measured per process.
 //! - [`Violations`] collects what invariant checkers find, stamped with the time since the
 //!   run started; a violation repeated with the same text is kept once, with a count.
-//! - [`RateMeter`] samples the proxy's request counters every second; [`RateMeter::peak`] is
-//!   the highest rate of reads and writes (watches excluded) over any [`RATE_WINDOW`].
+//! - [`RateMeter`] samples the proxy's request counters (per process) every second;
+//!   [`RateMeter::peak`] is the highest rate of reads and writes (watches excluded) of any one
+//!   process over any [`RATE_WINDOW`].
 //! - [`RunReport`] is one run's figures; [`RunReport::emit`] prints its summary (with the
 //!   command that replays it) and appends it as one JSON line to `FLOTILLA_CHAOS_REPORT` when
 //!   that is set, which `cargo xtask chaos` turns into the soak table ([`super::report`]).
@@ -29,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::harness::{KillSchedule, Operator, Supervised};
 use super::plan::{Plan, Rates};
-use super::proxy::FaultProxy;
+use super::proxy::{FaultProxy, Traffic, Upstream};
 
 /// Environment variable naming the seeds to run.
 pub const ENV_SEEDS: &str = "FLOTILLA_CHAOS_SEEDS";
@@ -144,9 +153,13 @@ impl Default for Violations {
     }
 }
 
-/// Samples a proxy's reads and writes every second.
+// When, and each counter then.
+type Sample = (Instant, Vec<u64>);
+
+/// Samples request counters every second: one proxy's reads and writes, or each process's
+/// of an operator made of several.
 pub struct RateMeter {
-    samples: Arc<Mutex<Vec<(Instant, u64)>>>,
+    samples: Arc<Mutex<Vec<Sample>>>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -154,7 +167,12 @@ pub struct RateMeter {
 impl RateMeter {
     /// Starts sampling `proxy`.
     pub fn start(proxy: Arc<FaultProxy>) -> Self {
-        let samples = Arc::new(Mutex::new(vec![(Instant::now(), proxy.traffic().calls())]));
+        Self::per_process(vec![vec![proxy]])
+    }
+
+    /// Starts sampling each group of proxies (a process's) as one counter.
+    pub fn per_process(proxies: Vec<Vec<Arc<FaultProxy>>>) -> Self {
+        let samples = Arc::new(Mutex::new(vec![(Instant::now(), process_calls(&proxies))]));
         let stop = CancellationToken::new();
         let (out, token) = (samples.clone(), stop.clone());
         let task = tokio::spawn(async move {
@@ -163,7 +181,7 @@ impl RateMeter {
                     _ = token.cancelled() => break,
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {} // the sampling period
                 }
-                let now = (Instant::now(), proxy.traffic().calls());
+                let now = (Instant::now(), process_calls(&proxies));
                 out.lock().unwrap_or_else(PoisonError::into_inner).push(now);
             }
         });
@@ -174,10 +192,17 @@ impl RateMeter {
         }
     }
 
-    /// The highest rate (requests per second) over any [`RATE_WINDOW`] so far.
+    /// The highest rate (requests per second) of any one counter over any [`RATE_WINDOW`] so
+    /// far.
     pub fn peak(&self) -> f64 {
         let samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
-        peak_rate(&samples, RATE_WINDOW)
+        let counters = samples.first().map_or(0, |(_, c)| c.len());
+        (0..counters)
+            .map(|i| {
+                let one: Vec<(Instant, u64)> = samples.iter().map(|(t, c)| (*t, c[i])).collect();
+                peak_rate(&one, RATE_WINDOW)
+            })
+            .fold(0.0, f64::max)
     }
 
     /// Stops sampling.
@@ -206,17 +231,27 @@ pub fn peak_rate(samples: &[(Instant, u64)], window: Duration) -> f64 {
     peak
 }
 
-/// The operator binary under test, behind a fault proxy, supervised by the kill harness.
+/// The operator under test: one process (or several: a controller-manager and its agents),
+/// each behind fault proxies of its own, supervised by the kill harness.
 pub struct OperatorUnderTest {
-    /// The proxy the operator talks to.
+    /// The proxy the (first) process talks to (its first API server).
     pub proxy: Arc<FaultProxy>,
+    // Per process, its proxies.
+    proxies: Vec<Vec<Arc<FaultProxy>>>,
+    members: Vec<Member>,
+    done: Supervised,
+    log: PathBuf,
+}
+
+// One supervised process.
+struct Member {
     operator: Option<Operator>,
     supervisor: Option<(
         CancellationToken,
         tokio::task::JoinHandle<(Operator, Supervised)>,
     )>,
-    done: Supervised,
-    log: PathBuf,
+    /// See [`Process::working`].
+    working: Option<String>,
 }
 
 /// How to start one.
@@ -237,22 +272,62 @@ pub struct Launch<'a> {
     pub plan: Plan,
 }
 
+/// An API server a [`Process`] talks to, through a fault proxy of its own.
+pub struct Endpoint {
+    /// Its short name (`wds`, `its`, …): the proxy's journal is `proxy-<process>-<name>.log`.
+    pub name: String,
+    /// The API server.
+    pub upstream: Upstream,
+    /// An admin client of it (not behind the proxy): asks for the token.
+    pub admin: kube::Client,
+    /// The ServiceAccount the process acts as there, `(namespace, name)` (its RBAC installed
+    /// by the caller).
+    pub service_account: (String, String),
+    /// Where the process's kubeconfig for it is written (its arguments name this path).
+    pub kubeconfig: PathBuf,
+}
+
+/// One process of an operator made of several ([`OperatorUnderTest::start_processes`]).
+pub struct Process {
+    /// Its name: its log is `<name>.log`; `POD_NAME` is `<name>-0` (a fixed identity, as a
+    /// restarted container's).
+    pub name: String,
+    /// The binary.
+    pub binary: PathBuf,
+    /// Its arguments (naming its endpoints' kubeconfigs).
+    pub args: Vec<String>,
+    /// Environment added to the test's (`POD_NAME` and `POD_NAMESPACE`, the first endpoint's
+    /// ServiceAccount namespace, are set here).
+    pub env: Vec<(String, String)>,
+    /// The API servers it talks to, each through its own proxy.
+    pub endpoints: Vec<Endpoint>,
+    /// The log line after which the process does its work (`controller-manager running`),
+    /// when that comes well after it leads (it installs its CRDs first): the gap before each
+    /// kill counts from it instead of from leadership, so start-ups slowed by the faults do not
+    /// eat the time it gets to work. None: from leadership, as [`kills`].
+    pub working: Option<String>,
+}
+
+async fn token_for(admin: &kube::Client, namespace: &str, name: &str) -> anyhow::Result<String> {
+    crate::eventually(
+        &format!("a token of ServiceAccount {namespace}/{name}"),
+        Duration::from_secs(30),
+        || async {
+            crate::service_account_token(admin, namespace, name)
+                .await
+                .ok()
+        },
+    )
+    .await
+}
+
 impl OperatorUnderTest {
     /// Starts the proxy and the operator process (not yet supervised: see [`Self::supervise`]).
     pub async fn start(admin: &kube::Client, launch: Launch<'_>) -> anyhow::Result<Self> {
         std::fs::create_dir_all(launch.dir)?;
         let proxy = Arc::new(FaultProxy::start(launch.plan).await?);
         proxy.journal_to(&launch.dir.join("proxy.log"))?;
-        let token = crate::eventually(
-            "the operator's ServiceAccount token",
-            Duration::from_secs(30),
-            || async {
-                crate::service_account_token(admin, launch.namespace, launch.service_account)
-                    .await
-                    .ok()
-            },
-        )
-        .await?;
+        let token = token_for(admin, launch.namespace, launch.service_account).await?;
         let kubeconfig = launch.dir.join("kubeconfig");
         proxy.kubeconfig(&kubeconfig, &token, launch.namespace)?;
         let mut env = launch.env;
@@ -264,42 +339,181 @@ impl OperatorUnderTest {
         let log = launch.dir.join("operator.log");
         let operator = Operator::start(launch.binary, &args, &env, &log)?;
         Ok(Self {
-            proxy,
-            operator: Some(operator),
-            supervisor: None,
+            proxy: proxy.clone(),
+            proxies: vec![vec![proxy]],
+            members: vec![Member {
+                operator: Some(operator),
+                supervisor: None,
+                working: None,
+            }],
             done: Supervised::default(),
             log,
         })
     }
 
-    /// From now on: kill on `schedule` (none: only restart on exits) until [`Self::calm`].
+    /// Starts an operator made of several processes (a controller-manager and its agents),
+    /// each talking to each of its API servers through a proxy of its own, as the
+    /// ServiceAccount its [`Endpoint`] names there (not yet supervised: see
+    /// [`Self::supervise`]). The `k`-th proxy, counted over the processes in order, gets
+    /// `plan.derived(k)`: one seed, independent faults. Logs and journals go to `dir`; the
+    /// report's log is the first process's.
+    pub async fn start_processes(
+        dir: &Path,
+        plan: Plan,
+        processes: Vec<Process>,
+    ) -> anyhow::Result<Self> {
+        anyhow::ensure!(!processes.is_empty(), "no process to start");
+        std::fs::create_dir_all(dir)?;
+        let (mut proxies, mut members) = (Vec::new(), Vec::new());
+        for p in processes {
+            let mut mine = Vec::new();
+            for e in &p.endpoints {
+                let k = proxies.iter().map(Vec::len).sum::<usize>() + mine.len();
+                let proxy = FaultProxy::start_in_front_of(plan.derived(k), &e.upstream).await?;
+                proxy.journal_to(&dir.join(format!("proxy-{}-{}.log", p.name, e.name)))?;
+                let (ns, sa) = &e.service_account;
+                let token = token_for(&e.admin, ns, sa).await?;
+                proxy.kubeconfig(&e.kubeconfig, &token, ns)?;
+                mine.push(Arc::new(proxy));
+            }
+            let mut env = p.env;
+            env.push(("POD_NAME".into(), format!("{}-0", p.name)));
+            if let Some(e) = p.endpoints.first() {
+                env.push(("POD_NAMESPACE".into(), e.service_account.0.clone()));
+            }
+            let args: Vec<&str> = p.args.iter().map(String::as_str).collect();
+            let env: Vec<(&str, &str)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let log = dir.join(format!("{}.log", p.name));
+            members.push(Member {
+                operator: Some(Operator::start(&p.binary, &args, &env, &log)?),
+                supervisor: None,
+                working: p.working,
+            });
+            proxies.push(mine);
+        }
+        let proxy = proxies
+            .iter()
+            .flatten()
+            .next()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no process talks to an API server"))?;
+        let log = members[0]
+            .operator
+            .as_ref()
+            .map(|o| o.log().to_path_buf())
+            .unwrap_or_default();
+        Ok(Self {
+            proxy,
+            proxies,
+            members,
+            done: Supervised::default(),
+            log,
+        })
+    }
+
+    /// From now on: kill on `schedule` (none: only restart on exits) until [`Self::calm`]; the
+    /// `i`-th process on `schedule.derived(i)` (the first on `schedule` itself).
     pub fn supervise(&mut self, schedule: Option<KillSchedule>) {
-        let Some(mut op) = self.operator.take() else {
-            return;
-        };
-        let stop = CancellationToken::new();
-        let token = stop.clone();
-        let task = tokio::spawn(async move {
-            let done = op.supervise(schedule, token).await.unwrap_or_default();
-            (op, done)
-        });
-        self.supervisor = Some((stop, task));
+        for (i, m) in self.members.iter_mut().enumerate() {
+            let Some(mut op) = m.operator.take() else {
+                continue;
+            };
+            let schedule = match (i, &schedule) {
+                (0, s) => s.clone(),
+                (i, s) => s.as_ref().map(|s| s.derived(i)),
+            };
+            let schedule = match &m.working {
+                Some(marker) => schedule.map(|s| s.counted_from(marker, Duration::from_secs(20))),
+                None => schedule,
+            };
+            let stop = CancellationToken::new();
+            let token = stop.clone();
+            let task = tokio::spawn(async move {
+                let done = op.supervise(schedule, token).await.unwrap_or_default();
+                (op, done)
+            });
+            m.supervisor = Some((stop, task));
+        }
+    }
+
+    /// Ends every supervision period: the processes are left running (or, with `kill`, are
+    /// killed); their kills and exits are added up.
+    async fn end_supervision(&mut self, kill: bool) {
+        for m in &mut self.members {
+            if let Some((stop, task)) = m.supervisor.take() {
+                stop.cancel();
+                if let Ok((op, done)) = task.await {
+                    self.done.kills += done.kills;
+                    self.done.exits += done.exits;
+                    m.operator = Some(op);
+                }
+            }
+            if kill && let Some(op) = m.operator.as_mut() {
+                op.kill();
+            }
+        }
     }
 
     /// Stops killing (the operator is left running, still restarted if it exits) and stops
     /// injecting faults. Returns when the last kill was made.
     pub async fn calm(&mut self) {
-        self.proxy.set_rates(Rates::none());
-        if let Some((stop, task)) = self.supervisor.take() {
-            stop.cancel();
-            if let Ok((op, done)) = task.await {
-                self.done.kills += done.kills;
-                self.done.exits += done.exits;
-                self.operator = Some(op);
-            }
-        }
+        self.set_rates(Rates::none());
+        self.end_supervision(false).await;
         // Exits after the chaos (there should be none) are still restarted.
         self.supervise(None);
+    }
+
+    /// Sets the fault rates of every proxy.
+    pub fn set_rates(&self, rates: Rates) {
+        for p in self.proxies.iter().flatten() {
+            p.set_rates(rates.clone());
+        }
+    }
+
+    /// Every proxy, per process.
+    pub fn proxies(&self) -> &[Vec<Arc<FaultProxy>>] {
+        &self.proxies
+    }
+
+    /// Requests through every proxy so far, by class.
+    pub fn traffic(&self) -> Traffic {
+        let mut t = Traffic::default();
+        for p in self.proxies.iter().flatten() {
+            let q = p.traffic();
+            t.reads += q.reads;
+            t.writes += q.writes;
+            t.watches += q.watches;
+        }
+        t
+    }
+
+    /// Faults injected by every proxy so far, by kind.
+    pub fn fault_counts(&self) -> BTreeMap<&'static str, u64> {
+        let mut m = BTreeMap::new();
+        for p in self.proxies.iter().flatten() {
+            for (k, n) in p.counts() {
+                *m.entry(k).or_default() += n;
+            }
+        }
+        m
+    }
+
+    /// A meter of each process's reads and writes (over all its proxies).
+    pub fn meter(&self) -> RateMeter {
+        RateMeter::per_process(self.proxies.clone())
+    }
+
+    /// The highest rate of any one process's reads and writes over the next `window`.
+    pub async fn quiet_rate(&self, window: Duration) -> f64 {
+        let before = process_calls(&self.proxies);
+        tokio::time::sleep(window).await; // the measurement window itself
+        let after = process_calls(&self.proxies);
+        after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| (a - b) as f64 / window.as_secs_f64())
+            .fold(0.0, f64::max)
     }
 
     /// Kills and exits so far (of finished supervision periods).
@@ -307,36 +521,37 @@ impl OperatorUnderTest {
         self.done
     }
 
-    /// The later of now (the last kill was before) and the proxy's last fault, which may be a
-    /// watch cut scheduled to happen after the faults stopped: when the chaos really ended.
+    /// The later of now (the last kill was before) and the proxies' last fault, which may be
+    /// a watch cut scheduled to happen after the faults stopped: when the chaos really ended.
     pub fn last_disturbance(&self) -> Instant {
         let pending = self
-            .proxy
-            .last_fault()
-            .map_or(Duration::ZERO, |at| at.saturating_sub(self.proxy.elapsed()));
+            .proxies
+            .iter()
+            .flatten()
+            .filter_map(|p| p.last_fault().map(|at| at.saturating_sub(p.elapsed())))
+            .max()
+            .unwrap_or(Duration::ZERO);
         Instant::now() + pending
     }
 
-    /// The operator's log file.
+    /// The (first) process's log file.
     pub fn log(&self) -> &Path {
         &self.log
     }
 
-    /// Stops supervising and kills the process; returns the totals.
+    /// Stops supervising and kills the processes; returns the totals.
     pub async fn stop(mut self) -> Supervised {
-        if let Some((stop, task)) = self.supervisor.take() {
-            stop.cancel();
-            if let Ok((mut op, done)) = task.await {
-                self.done.kills += done.kills;
-                self.done.exits += done.exits;
-                op.kill();
-            }
-        }
-        if let Some(mut op) = self.operator.take() {
-            op.kill();
-        }
+        self.end_supervision(true).await;
         self.done
     }
+}
+
+// Each process's reads and writes so far.
+fn process_calls(proxies: &[Vec<Arc<FaultProxy>>]) -> Vec<u64> {
+    proxies
+        .iter()
+        .map(|ps| ps.iter().map(|p| p.traffic().calls()).sum())
+        .collect()
 }
 
 /// One run's figures.
@@ -568,7 +783,8 @@ pub fn assert_clean(reports: &[RunReport]) {
             )
         })
         .collect();
-    assert!(bad.is_empty(), "invariants violated:\n{}", bad.join("\n"));
+    // The first bad run on the panic's first line: CI's summary shows one line per failure.
+    assert!(bad.is_empty(), "invariants violated: {}", bad.join("\n"));
 }
 
 #[cfg(test)]

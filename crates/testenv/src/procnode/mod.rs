@@ -183,7 +183,7 @@ pub fn build_agent() -> anyhow::Result<PathBuf> {
     if let Some(p) = std::env::var_os("FLOTILLA_PROC_NODE") {
         return Ok(PathBuf::from(p));
     }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    let manifest = crate::workspace_root().join("Cargo.toml");
     let manifest = manifest.to_string_lossy();
     let args = [
         "--quiet",
