@@ -17,7 +17,6 @@
 //! simulator and this harness are not counted); then the operator's requests and writes in
 //! one minute once converged (goal: no write).
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fdb::crd::FoundationDBCluster;
@@ -48,7 +47,7 @@ async fn main() -> anyhow::Result<()> {
         testenv::install_crd(&admin, crd).await?;
     }
     let ns = testenv::TestNamespace::new(&admin, "fdb-bench").await;
-    let rbac_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fdb/rbac");
+    let rbac_dir = testenv::workspace_root().join("deploy/fdb/rbac");
     let _rbac =
         testenv::rbac::install_rbac(&admin, &rbac_dir, "fdb-operator-system", &ns.name).await?;
     let token = testenv::service_account_token(&admin, &ns.name, SA).await?;

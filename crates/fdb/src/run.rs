@@ -90,6 +90,21 @@ pub struct Flags {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub minimum_age_for_terminal_pod_deletion: Duration,
 
+    /// The last recovery must be at least this old before the coordinators are changed because
+    /// one of them is missing (`2m`).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub minimum_uptime_for_coordinator_change_with_missing_process: Duration,
+
+    /// The last recovery must be at least this old before the coordinators are changed because
+    /// one of them is undesired (excluded, being removed, zones too few) (`5m`).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub minimum_uptime_for_coordinator_change_with_undesired_process: Duration,
+
+    /// The last recovery must be at least this old before the database configuration is
+    /// changed (`1m`; `configure new` is not gated).
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub minimum_uptime_for_configuration_changes: Duration,
+
     /// Maintenance-list entries older than this are removed (`4h`; only with
     /// `maintenanceModeOptions` letting the operator reset maintenance).
     #[arg(long, default_value = "4h", value_parser = parse_duration)]
@@ -166,6 +181,15 @@ impl Flags {
         Options {
             minimum_recovery_time_for_exclusion: self.minimum_recovery_time_for_exclusion,
             minimum_recovery_time_for_inclusion: self.minimum_recovery_time_for_inclusion,
+            minimum_recovery_time_for_missing_coordinator_change: self
+                .minimum_uptime_for_coordinator_change_with_missing_process
+                .as_secs_f64(),
+            minimum_uptime_for_coordinator_change: self
+                .minimum_uptime_for_coordinator_change_with_undesired_process
+                .as_secs_f64(),
+            minimum_uptime_for_configuration_changes: self
+                .minimum_uptime_for_configuration_changes
+                .as_secs_f64(),
             minimum_age_for_terminal_pod_deletion: self.minimum_age_for_terminal_pod_deletion,
             maintenance_list_stale_duration: self.maintenance_list_stale_duration,
             maintenance_list_wait_duration: self.maintenance_list_wait_duration,
@@ -344,6 +368,30 @@ mod tests {
         assert!(!o.restart_incompatible_processes);
         let on = parse(&["--enable-restart-incompatible-processes"]).expect("parse");
         assert!(on.options().restart_incompatible_processes);
+    }
+
+    #[test]
+    fn coordinator_and_configuration_gates_are_upstreams_flags() {
+        let f = parse(&[
+            "--minimum-uptime-for-coordinator-change-with-missing-process=30s",
+            "--minimum-uptime-for-coordinator-change-with-undesired-process=10m",
+            "--minimum-uptime-for-configuration-changes=90s",
+        ])
+        .expect("parse");
+        let o = f.options();
+        assert_eq!(o.minimum_recovery_time_for_missing_coordinator_change, 30.0);
+        assert_eq!(o.minimum_uptime_for_coordinator_change, 600.0);
+        assert_eq!(o.minimum_uptime_for_configuration_changes, 90.0);
+        let defaults = parse(&[]).expect("parse").options();
+        assert_eq!(
+            (
+                defaults.minimum_recovery_time_for_missing_coordinator_change,
+                defaults.minimum_uptime_for_coordinator_change,
+                defaults.minimum_uptime_for_configuration_changes,
+            ),
+            (120.0, 300.0, 60.0),
+            "upstream's defaults: 2m, 5m, 1m"
+        );
     }
 
     #[test]

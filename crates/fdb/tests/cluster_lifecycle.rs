@@ -1,6 +1,7 @@
 //! The cluster controller on the local control plane with kwok pods and the fake database
 //! (FoundationDB cannot run here): a cluster is created to reconciled with exactly one
-//! `configure new`, a second pass over a converged cluster writes nothing, and a scale-down
+//! `configure new`, a second pass over a converged cluster writes nothing, a scale-up adds
+//! groups with new IDs and issues no exclude, include or kill, and a scale-down
 //! excludes before it removes, deletes no pod whose process still holds data, and includes
 //! only after the recovery gate.
 //!
@@ -192,6 +193,73 @@ async fn create_to_reconciled_then_scale_down_with_exclusion_before_removal() {
     }
     let violations = h.violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:?}");
+}
+
+#[tokio::test]
+async fn a_scale_up_adds_groups_with_new_ids_and_excludes_or_kills_nothing() {
+    let h = Harness::start("fdb-scale-up").await;
+    let name = "grow";
+    h.simulate(name);
+    let db = h.db(name);
+    let c = create(&h, name, json!({})).await;
+    let all_before: BTreeSet<String> = support::groups(&c)
+        .iter()
+        .map(|g| g.process_group_id.to_string())
+        .collect();
+    let storage_before = storage_groups(&c);
+    let calls = db.calls().len();
+    h.scale_storage(name, 5).await;
+    let c = h.reconciled(name, Duration::from_secs(180)).await;
+    let storage_after = storage_groups(&c);
+    assert_eq!(storage_after.len(), 5, "{storage_after:?}");
+    assert!(
+        storage_after.is_superset(&storage_before),
+        "the old groups stay"
+    );
+    let added: Vec<&String> = storage_after.difference(&storage_before).collect();
+    assert_eq!(added.len(), 2);
+    for id in &added {
+        assert!(!all_before.contains(*id), "{id} is a new ID");
+        assert!(id.starts_with("storage-"), "{id}");
+    }
+    // Each new group has its pod and claim, and its process joined the database.
+    let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(h.client.clone(), &h.ns.name);
+    for id in &added {
+        assert!(
+            pods.get_opt(&format!("{name}-{id}"))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            pvcs.get_opt(&format!("{name}-{id}-data"))
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+    let running: BTreeSet<String> = db.processes().into_iter().map(|p| p.instance_id).collect();
+    assert!(added.iter().all(|id| running.contains(*id)), "{running:?}");
+    assert_eq!(
+        pods.list(&ListParams::default()).await.unwrap().items.len(),
+        18
+    );
+    // Growing needs no exclusion, inclusion or restart.
+    let issued: Vec<String> = db.calls()[calls..]
+        .iter()
+        .filter(|c| {
+            ["exclude", "include", "kill", "coordinators", "configure"]
+                .iter()
+                .any(|w| c.starts_with(w))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        issued.is_empty(),
+        "nothing issued for a scale-up: {issued:?}"
+    );
+    assert!(support::ready(&c));
 }
 
 #[tokio::test]
@@ -562,6 +630,152 @@ async fn removals_go_one_fault_domain_at_a_time_with_the_wait_between() {
     assert!(
         gap >= (wait - 1) as f64,
         "the second fault domain went {gap:.1}s after the first (wait {wait}s)"
+    );
+}
+
+#[tokio::test]
+async fn a_seeded_cluster_joins_its_database_without_configure_new_or_a_cluster_file() {
+    let h = Harness::start_with("fdb-seed", support::open_recovery_gates()).await;
+    let name = "joined";
+    // An existing, configured database whose coordinators the new cluster's pods will
+    // replace: it is reached by the seed (nothing in the cluster's status or config map).
+    let seed = "olddb:seedgeneration1@127.1.250.1:4501,127.1.250.2:4501,127.1.250.3:4501";
+    let db = h.db(name);
+    db.set_connection_string(seed);
+    let template: FoundationDBCluster = serde_json::from_value(json!({
+        "metadata": {"name": name}, "spec": {"version": "7.1.57"},
+    }))
+    .unwrap();
+    fdb::admin::AdminClient::configure_database(
+        &db,
+        &template.desired_database_configuration(),
+        true,
+    )
+    .await
+    .expect("the existing database is configured");
+    let before = db.calls().len();
+    h.simulate(name);
+    let c = create(&h, name, json!({"seedConnectionString": seed})).await;
+    let status = c.status.unwrap();
+    assert!(status.configured);
+    let calls: Vec<String> = db.calls()[before..].to_vec();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("configure new")),
+        "a seeded cluster never runs configure new: {calls:?}"
+    );
+    let cs = fdb::crd::ConnectionString::parse(&status.connection_string).unwrap();
+    assert_eq!(
+        cs.database_name, "olddb",
+        "the seed's database, not a cluster file of its own: {cs:?}"
+    );
+    // The seed's coordinators run no process: after the missing-coordinator gate (open
+    // here) the operator chose its own, in the same database.
+    assert!(
+        calls.iter().any(|c| c.starts_with("coordinators ")),
+        "{calls:?}"
+    );
+    assert!(
+        !cs.coordinators.iter().any(|a| a.starts_with("127.1.250.")),
+        "{cs:?}"
+    );
+    let reasons: Vec<String> = event_types(&h).await.into_iter().map(|(r, _)| r).collect();
+    assert!(
+        !reasons
+            .iter()
+            .any(|r| r == "GeneratedClusterFile" || r == "ConfiguredNewDatabase"),
+        "{reasons:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_split_image_is_reported_invalid_and_nothing_changes() {
+    let h = Harness::start("fdb-split").await;
+    let name = "split";
+    h.simulate(name);
+    let db = h.db(name);
+    create(&h, name, json!({})).await;
+    let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name);
+    let uids = |list: Vec<Pod>| -> BTreeSet<String> {
+        list.into_iter()
+            .map(|p| format!("{}/{}", p.metadata.name.unwrap(), p.metadata.uid.unwrap()))
+            .collect()
+    };
+    let before = uids(pods.list(&ListParams::default()).await.unwrap().items);
+    let calls = db.calls().len();
+    // The CRD admits split (as upstream's); only the operator knows it cannot build it.
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"imageType": "split"}})),
+        )
+        .await
+        .expect("admitted");
+    let c = testenv::wait_for(
+        &h.clusters(),
+        name,
+        Duration::from_secs(60),
+        |c: &FoundationDBCluster| {
+            let conditions = c.status.clone().unwrap_or_default().conditions;
+            kit::conditions::get(&conditions, "SpecValid").is_some_and(|s| s.status == "False")
+        },
+    )
+    .await
+    .expect("SpecValid is False");
+    let conditions = c.status.unwrap().conditions;
+    let valid = kit::conditions::get(&conditions, "SpecValid").unwrap();
+    assert_eq!(valid.reason, "InvalidSpec");
+    assert!(
+        valid
+            .message
+            .contains("imageType \"split\" is not supported")
+            && valid.message.contains("set imageType: unified"),
+        "{valid:?}"
+    );
+    let ready = kit::conditions::get(&conditions, "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    let warned = testenv::eventually(
+        "a Warning Event InvalidSpec",
+        Duration::from_secs(60),
+        || {
+            let h = &h;
+            async move {
+                event_types(h)
+                    .await
+                    .iter()
+                    .any(|(r, t)| r == "InvalidSpec" && t == "Warning")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    assert!(warned.is_ok(), "{:?}", event_types(&h).await);
+    assert_eq!(
+        uids(pods.list(&ListParams::default()).await.unwrap().items),
+        before,
+        "no pod recreated or changed for an unsupported image type"
+    );
+    assert_eq!(db.calls()[calls..], [] as [String; 0], "nothing issued");
+    // Back to unified: the cluster is valid and reconciled again, its pods still the same.
+    h.clusters()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"imageType": "unified"}})),
+        )
+        .await
+        .unwrap();
+    let c = h.reconciled(name, Duration::from_secs(120)).await;
+    assert!(kit::conditions::is_true(
+        &c.status.unwrap().conditions,
+        "SpecValid"
+    ));
+    assert_eq!(
+        uids(pods.list(&ListParams::default()).await.unwrap().items),
+        before
     );
 }
 

@@ -306,7 +306,7 @@ async fn printer_columns_and_names_are_registered() {
 }
 
 fn deploy_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fdb")
+    testenv::workspace_root().join("deploy/fdb")
 }
 
 /// The install, applied server-side: the FoundationDBCluster CRD is larger than the 256 KiB

@@ -64,6 +64,9 @@ pub struct FakeProcess {
     pub class: ProcessClass,
     /// `locality_instance_id`: the process-group ID.
     pub instance_id: String,
+    /// `locality_process_id`: `<group>-<n>` for process `n` of its pod (empty: not reported,
+    /// the process is then listed under its instance ID).
+    pub process_id: String,
     /// `locality_zoneid`.
     pub zone: String,
     /// The version it runs.
@@ -109,10 +112,26 @@ struct State {
     // Stateful instance IDs seen with data, not excluded: one that is gone costs a replica
     // until its data is re-replicated (status reads left) or it comes back.
     stateful: BTreeMap<String, u32>,
+    // Processes (by key) whose exclusion had finished draining them when they were included
+    // again: they hold no data (a pod gone right after the include lost nothing) until they
+    // are excluded again or a new process starts in their place.
+    drained: BTreeSet<String>,
     // `cluster.clients.supported_versions`, as the test sets them.
     clients: Vec<SupportedVersion>,
     // Backups by tag, the blob store's URLs and the restore (`fake_backups.rs`).
     backups: backups::Backups,
+}
+
+impl FakeProcess {
+    /// Its key in `cluster.processes` and the table of lost data: its `process_id`, else its
+    /// instance ID.
+    pub fn key(&self) -> &str {
+        if self.process_id.is_empty() {
+            &self.instance_id
+        } else {
+            &self.process_id
+        }
+    }
 }
 
 impl State {
@@ -127,7 +146,7 @@ impl State {
     }
 
     fn holds_data(&self, p: &FakeProcess) -> bool {
-        let stateful = p.class.is_stateful();
+        let stateful = p.class.is_stateful() && !self.drained.contains(p.key());
         match self.excluded(p) {
             None => stateful,
             Some(left) => stateful && *left > 0,
@@ -149,6 +168,16 @@ impl State {
     fn recovered(&mut self) {
         self.last_recovery = self.now();
     }
+}
+
+/// Whether one of the exclusion strings `targets` names `p` (its IP, address or instance ID).
+fn targeted_by(p: &FakeProcess, targets: &[String]) -> bool {
+    let ip = ProcessAddress::parse(&p.address)
+        .map(|a| a.host)
+        .unwrap_or_default();
+    targets.iter().any(|t| {
+        *t == ip || *t == p.address || *t == format!("locality_instance_id:{}", p.instance_id)
+    })
 }
 
 /// The simulated database; clones share it.
@@ -373,14 +402,16 @@ impl FakeDatabase {
                     .map_or(STORED_BYTES, |left| i64::from(*left) * DRAIN_BYTES_PER_READ);
                 roles.push(r);
             }
-            let locality = BTreeMap::from([
+            let mut locality = BTreeMap::from([
                 ("instance_id".to_owned(), p.instance_id.clone()),
-                ("process_id".to_owned(), p.instance_id.clone()),
                 ("zoneid".to_owned(), p.zone.clone()),
                 ("machineid".to_owned(), p.zone.clone()),
             ]);
+            if !p.process_id.is_empty() {
+                locality.insert("process_id".to_owned(), p.process_id.clone());
+            }
             s.cluster.processes.insert(
-                p.instance_id.clone(),
+                p.key().to_owned(),
                 ProcessInfo {
                     address: p.address.clone(),
                     class_type: p.class.to_string(),
@@ -396,11 +427,7 @@ impl FakeDatabase {
         }
         // A stateful process that is gone (not excluded) costs its teams a replica until it
         // comes back or its data is re-replicated after `heal_reads` status reads.
-        let present: BTreeSet<String> = st
-            .processes
-            .values()
-            .map(|p| p.instance_id.clone())
-            .collect();
+        let present: BTreeSet<String> = st.processes.values().map(|p| p.key().to_owned()).collect();
         let lost: Vec<String> = st
             .stateful
             .keys()
@@ -544,37 +571,40 @@ impl AdminClient for FakeDatabase {
         for t in &targets {
             st.exclusions.entry(t.clone()).or_insert(drain);
         }
+        // Excluded again: whatever data moved back since the last include drains again.
+        let targeted: Vec<String> = st
+            .processes
+            .values()
+            .filter(|p| targeted_by(p, &targets))
+            .map(|p| p.key().to_owned())
+            .collect();
+        for key in &targeted {
+            st.drained.remove(key);
+        }
         let excluded: Vec<String> = st
             .processes
             .values()
             .filter(|p| st.excluded(p).is_some())
-            .map(|p| p.instance_id.clone())
+            .map(|p| p.key().to_owned())
             .collect();
-        for id in excluded.iter().chain(
-            targets
-                .iter()
-                .filter_map(|t| t.strip_prefix("locality_instance_id:").map(str::to_owned))
-                .collect::<Vec<_>>()
-                .iter(),
-        ) {
-            st.stateful.remove(id);
-        }
+        let groups: BTreeSet<&str> = targets
+            .iter()
+            .filter_map(|t| t.strip_prefix("locality_instance_id:"))
+            .collect();
+        // An excluded process (gone or not) hands its data over: it costs no replica.
+        st.stateful.retain(|key, _| {
+            !excluded.contains(key)
+                && !groups
+                    .iter()
+                    .any(|g| key == g || key.strip_prefix(g).is_some_and(|n| n.starts_with('-')))
+        });
         st.recovered();
         if !no_wait {
             let holding = st
                 .processes
                 .values()
                 .filter(|p| {
-                    st.excluded(p).is_some_and(|_| {
-                        let ip = ProcessAddress::parse(&p.address)
-                            .map(|a| a.host)
-                            .unwrap_or_default();
-                        targets.iter().any(|t| {
-                            *t == ip
-                                || *t == p.address
-                                || *t == format!("locality_instance_id:{}", p.instance_id)
-                        })
-                    }) && st.holds_data(p)
+                    st.excluded(p).is_some() && targeted_by(p, &targets) && st.holds_data(p)
                 })
                 .count();
             if holding > 0 {
@@ -589,6 +619,15 @@ impl AdminClient for FakeDatabase {
     async fn include(&self, addresses: &[ProcessAddress]) -> Result<(), AdminError> {
         let targets = exclusion_strings(addresses);
         let mut st = self.call("include", format!("include {}", targets.join(" ")))?;
+        // A process the exclusion had drained keeps holding nothing: data moves back to it
+        // only over time (a later exclusion drains it again), and its pod may be gone already.
+        let drained: Vec<String> = st
+            .processes
+            .values()
+            .filter(|p| targeted_by(p, &targets) && st.excluded(p) == Some(&0))
+            .map(|p| p.key().to_owned())
+            .collect();
+        st.drained.extend(drained);
         for t in &targets {
             st.exclusions.remove(t);
         }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{FakeDatabase, FakeProcess};
+use crate::admin::fake_monitor::{self, Launch};
 use crate::crd::ProcessClass;
 
 impl FakeDatabase {
@@ -23,13 +24,15 @@ impl FakeDatabase {
     }
 
     /// Derives the processes from pods as upstream's mock does: one process per running pod
-    /// with an IP, at `<pod IP>:4501`, class and instance ID from the pod's labels, zone = the
-    /// pod's `FDB_ZONE_ID` (its name or its node). Pods without an IP, being deleted, or in
-    /// phase Failed or Succeeded have no process. A pod whose monitor published its configuration
-    /// ([`crate::admin::fake_monitor`]) runs fdbserver only once that configuration says
-    /// `runServers`, with the command line rendered from it and the version of the pod's
-    /// image; a pod without those annotations runs `version` with a fixed command line. A
-    /// process already running keeps its command line, version and start time until killed.
+    /// with an IP and per fdbserver its monitor starts ([`fake_monitor::process_count`]):
+    /// process `n` at `<pod IP>:<4499 + 2n>` (4501, 4503, …) with `process_id` `<group>-<n>`,
+    /// class and instance ID from the pod's labels, zone = the pod's `FDB_ZONE_ID` (its name
+    /// or its node). Pods without an IP, being deleted, or in phase Failed or Succeeded have
+    /// no process. A pod whose monitor published its configuration ([`fake_monitor`]) runs
+    /// fdbserver only once that configuration says `runServers`, with the command line
+    /// rendered from it and the version of the pod's image; a pod without those annotations
+    /// runs `version` with a fixed command line. A process already running keeps its command
+    /// line, version and start time until killed.
     pub fn sync_pods(
         &self,
         pods: &[k8s_openapi::api::core::v1::Pod],
@@ -56,51 +59,32 @@ impl FakeDatabase {
             let (Some(class), Some(id)) = (labels.get(class_label), labels.get(id_label)) else {
                 continue;
             };
-            let address = format!("{ip}:4501");
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
-            let fresh = match crate::admin::fake_monitor::launch(pod) {
-                crate::admin::fake_monitor::Launch::NotMonitored => (
-                    format!("/usr/bin/fdbserver --public_address={ip}:4501"),
-                    version.to_owned(),
-                ),
-                // A running process keeps running; a kill would leave it as it is.
-                crate::admin::fake_monitor::Launch::Idle => match st.processes.get(&address) {
-                    Some(running) if running.instance_id == *id && running.pod == uid => {
-                        next.insert(
-                            address.clone(),
-                            FakeProcess {
-                                restart_with: None,
-                                ..running.clone()
-                            },
-                        );
-                        continue;
-                    }
-                    _ => continue,
-                },
-                crate::admin::fake_monitor::Launch::Run {
-                    command_line,
-                    version,
-                } => (command_line, version),
+            let started = Started {
+                pod,
+                ip: &ip,
+                class,
+                id,
+                version,
+                now,
             };
-            let process = match st.processes.get(&address) {
-                Some(running) if running.instance_id == *id && running.pod == uid => FakeProcess {
-                    restart_with: Some(fresh),
-                    zone: zone_of(pod),
-                    ..running.clone()
-                },
-                _ => FakeProcess {
-                    address: address.clone(),
-                    class: ProcessClass::new(class.as_str()),
-                    instance_id: id.clone(),
-                    zone: zone_of(pod),
-                    version: fresh.1.clone(),
-                    command_line: fresh.0.clone(),
-                    started: now,
-                    restart_with: Some(fresh),
-                    pod: uid.clone(),
-                },
-            };
-            next.insert(address, process);
+            for n in 1..=fake_monitor::process_count(pod) {
+                if let Some(process) = started.process(&st.processes, n) {
+                    next.insert(process.address.clone(), process);
+                }
+            }
+        }
+        // A process started in a drained one's place (a new pod) holds data like any other.
+        let fresh: Vec<String> = next
+            .values()
+            .filter(|p| {
+                st.processes
+                    .get(&p.address)
+                    .is_none_or(|old| old.pod != p.pod || old.key() != p.key())
+            })
+            .map(|p| p.key().to_owned())
+            .collect();
+        for key in &fresh {
+            st.drained.remove(key);
         }
         st.processes = next;
         let heal = st.heal_reads;
@@ -108,11 +92,69 @@ impl FakeDatabase {
             .processes
             .values()
             .filter(|p| p.class.is_stateful() && st.excluded(p).is_none())
-            .map(|p| p.instance_id.clone())
+            .map(|p| p.key().to_owned())
             .collect();
-        for id in holding {
-            st.stateful.insert(id, heal);
+        for key in holding {
+            st.stateful.insert(key, heal);
         }
+    }
+}
+
+/// One pod's processes as [`FakeDatabase::sync_pods`] derives them.
+struct Started<'a> {
+    pod: &'a k8s_openapi::api::core::v1::Pod,
+    ip: &'a str,
+    class: &'a str,
+    id: &'a str,
+    version: &'a str,
+    now: i64,
+}
+
+impl Started<'_> {
+    /// Process `n` of the pod, given the processes running so far (`None`: it runs none).
+    fn process(&self, running: &BTreeMap<String, FakeProcess>, n: u32) -> Option<FakeProcess> {
+        let (ip, id) = (self.ip, self.id);
+        let address = format!("{ip}:{}", 4499 + 2 * n);
+        let uid = self.pod.metadata.uid.clone().unwrap_or_default();
+        let same = running
+            .get(&address)
+            .filter(|r| r.instance_id == id && r.pod == uid);
+        let fresh = match fake_monitor::launch(self.pod, n) {
+            Launch::NotMonitored => (
+                format!("/usr/bin/fdbserver --public_address={address}"),
+                self.version.to_owned(),
+            ),
+            // A running process keeps running; a kill would leave it as it is.
+            Launch::Idle => {
+                return same.map(|r| FakeProcess {
+                    restart_with: None,
+                    ..r.clone()
+                });
+            }
+            Launch::Run {
+                command_line,
+                version,
+            } => (command_line, version),
+        };
+        Some(match same {
+            Some(r) => FakeProcess {
+                restart_with: Some(fresh),
+                zone: zone_of(self.pod),
+                ..r.clone()
+            },
+            None => FakeProcess {
+                address,
+                class: ProcessClass::new(self.class),
+                instance_id: id.to_owned(),
+                process_id: format!("{id}-{n}"),
+                zone: zone_of(self.pod),
+                version: fresh.1.clone(),
+                command_line: fresh.0.clone(),
+                started: self.now,
+                restart_with: Some(fresh),
+                pod: uid,
+            },
+        })
     }
 }
 

@@ -5,6 +5,7 @@ fn process(n: u8, class: &str) -> FakeProcess {
         address: format!("127.1.0.{n}:4501"),
         class: ProcessClass::new(class),
         instance_id: format!("{class}-{n}"),
+        process_id: String::new(),
         zone: format!("zone-{n}"),
         version: "7.1.57".into(),
         command_line: String::new(),
@@ -253,4 +254,101 @@ async fn a_kill_restarts_processes_with_what_their_pod_loaded() {
             .iter()
             .any(|(t, c)| c.starts_with("kill") && *t >= now + 50)
     );
+}
+
+#[tokio::test]
+async fn a_pod_runs_one_process_per_server_its_monitor_starts() {
+    use crate::cluster::resources;
+    use crate::crd::{FoundationDBCluster, FoundationDBClusterSpec, ProcessGroupId};
+    let mut c = FoundationDBCluster::new(
+        "c",
+        FoundationDBClusterSpec {
+            version: "7.1.57".into(),
+            storage_servers_per_pod: 2,
+            ..Default::default()
+        },
+    );
+    c.status = Some(crate::crd::FoundationDBClusterStatus {
+        connection_string: "c:x@127.1.0.9:4501".into(),
+        ..Default::default()
+    });
+    let pod_of = |id: &str, class: &str, ip: &str| {
+        let g = crate::crd::ProcessGroupStatus::new(
+            ProcessGroupId::new(id),
+            ProcessClass::new(class),
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        let mut pod = resources::pod(&c, &g, "h");
+        pod.metadata.uid = Some(format!("uid-{id}"));
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            pod_ip: Some(ip.into()),
+            phase: Some("Running".into()),
+            ..Default::default()
+        });
+        let loaded =
+            crate::admin::fake_monitor::monitor_annotations(&pod, &resources::config_map(&c))
+                .expect("the monitor loads its configuration");
+        pod.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .extend(loaded);
+        pod
+    };
+    let db = configured();
+    db.configure_database(&config("double"), true)
+        .await
+        .unwrap();
+    let pods = [
+        pod_of("storage-1", "storage", "127.1.0.9"),
+        pod_of("log-1", "log", "127.1.0.10"),
+    ];
+    let (class, id) = (
+        "foundationdb.org/fdb-process-class",
+        "foundationdb.org/fdb-process-group-id",
+    );
+    db.sync_pods(&pods, class, id, "7.1.57");
+    let s = db.get_status().await.unwrap();
+    let mut seen: Vec<(String, String, String)> = s
+        .cluster
+        .processes
+        .values()
+        .map(|p| {
+            (
+                p.address.clone(),
+                p.locality["process_id"].clone(),
+                p.locality["instance_id"].clone(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let row = |a: &str, p: &str, i: &str| (a.to_owned(), p.to_owned(), i.to_owned());
+    assert_eq!(
+        seen,
+        vec![
+            row("127.1.0.10:4501", "log-1-1", "log-1"),
+            row("127.1.0.9:4501", "storage-1-1", "storage-1"),
+            row("127.1.0.9:4503", "storage-1-2", "storage-1"),
+        ]
+    );
+    let second = &s.cluster.processes["storage-1-2"];
+    assert!(
+        second.command_line.contains("--datadir=/var/fdb/data/2"),
+        "{}",
+        second.command_line
+    );
+    // Excluding the group's locality excludes both of its processes.
+    db.exclude(
+        &[ProcessAddress {
+            host: "locality_instance_id:storage-1".into(),
+            ..Default::default()
+        }],
+        true,
+    )
+    .await
+    .unwrap();
+    let s = db.get_status().await.unwrap();
+    assert!(
+        s.cluster.processes["storage-1-1"].excluded && s.cluster.processes["storage-1-2"].excluded
+    );
+    assert!(!s.cluster.processes["log-1-1"].excluded);
 }

@@ -41,7 +41,7 @@ impl AddPods {
                 Ok(_) => {
                     tracing::info!(cluster = %pass.name(), group = %group.process_group_id, "pod created")
                 }
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) if kit::errors::already_exists(&e) => {}
                 Err(e) => {
                     tracing::warn!(cluster = %pass.name(), group = %group.process_group_id, error = %e, "creating a pod failed");
                     flow = Flow::delay(Duration::from_secs(2));

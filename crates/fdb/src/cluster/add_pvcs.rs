@@ -40,7 +40,7 @@ impl AddPvcs {
             };
             match api.create(&params, &pvc).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) if kit::errors::already_exists(&e) => {}
                 Err(e) => {
                     tracing::warn!(cluster = %pass.name(), group = %group.process_group_id, error = %e, "creating a PVC failed");
                     flow = Flow::delay(Duration::from_secs(2));

@@ -30,7 +30,7 @@ impl AddServices {
                 .await
             {
                 Ok(_) => tracing::info!(cluster = %pass.name(), "headless service created"),
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) if kit::errors::already_exists(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }

@@ -22,14 +22,20 @@
 //!   cached status's recovery timer reset so later steps of the pass see the recovery.
 //! - Addresses on the machines of groups in `buggify.ignoreDuringRestart` are left out of
 //!   every kill ([`without_ignored`]); nothing left means nothing is killed.
-//! - Protocol-incompatible upgrades (reference §6): groups with `IncorrectPodSpec` and groups
-//!   removed and excluded are bounced too, and a group waits while its config map or its
-//!   sidecar image (the staged binaries) is not current. Every process not on the target
-//!   version must belong to a ready group (else delayed requeue, 5 s); with locks, every
-//!   local group is registered as a pending upgrade, the lock taken, and every such process
-//!   must be registered by some operator instance (else stop, 15 s) before the pending
-//!   upgrades are cleared. Then one `kill_for_upgrade` (kill twice) of all of them, and the
-//!   pass stops so the next one reads the new versions.
+//! - Protocol-incompatible upgrades (reference §6, upstream's `bounce_processes.go`): groups
+//!   with `IncorrectPodSpec` and groups removed and excluded are bounced too, and a group waits
+//!   while its config map or its sidecar image (the staged binaries) is not current. The ready
+//!   groups must have at least [`expected_processes`] processes (each pod counting its servers
+//!   per pod) (else delayed requeue, 5 s). Without locks (one operator instance), their
+//!   processes are the ones killed. With locks, upstream's order: first every local group is
+//!   registered as a pending upgrade, then the lock is taken, then every process of the status
+//!   not on the target version (class `test` aside) must be registered by some operator
+//!   instance ([`split_by_registration`]; else an Event `UpgradeRequeued` "Waiting for
+//!   processes to be updated: [...]" and stop, 15 s), then the pending upgrades are cleared
+//!   and all those processes, this instance's and the others', are the ones killed.
+//!   Registering before waiting is what lets two instances sharing a database each see the
+//!   other's registration. Then one `kill_for_upgrade` (kill twice), and the pass stops so
+//!   the next one reads the new versions.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -225,51 +231,120 @@ impl BounceProcesses {
     }
 }
 
-/// Processes of the status not yet on `version`: `(instance ID, address)`.
+/// How many processes an incompatible upgrade's kill must reach (upstream's
+/// `checkIfEnoughProcessesAreRunning`): per class, the desired groups minus those missing
+/// their processes for longer than `ignore_missing_secs`, plus those marked for removal (each
+/// has a replacement beside it), times the class's servers per pod. Class `test` and groups
+/// whose resources are terminating do not count.
+pub fn expected_processes(
+    cluster: &FoundationDBCluster,
+    groups: &[ProcessGroupStatus],
+    now: Timestamp,
+    ignore_missing_secs: i64,
+) -> i64 {
+    let mut adjust: std::collections::BTreeMap<crate::crd::ProcessClass, i64> = Default::default();
+    for g in groups {
+        if g.process_class.as_str() == "test" || g.has_condition(condition::RESOURCES_TERMINATING) {
+            continue;
+        }
+        let entry = adjust.entry(g.process_class.clone()).or_default();
+        if g.is_marked_for_removal() {
+            *entry += 1;
+            if g.is_excluded() {
+                continue;
+            }
+        }
+        if g.condition_time(condition::MISSING_PROCESSES)
+            .is_some_and(|t| now.as_second() - t > ignore_missing_secs)
+        {
+            *entry -= 1;
+        }
+    }
+    cluster
+        .process_counts_with_defaults()
+        .map()
+        .into_iter()
+        .map(|(class, count)| {
+            let groups = count + adjust.get(&class).copied().unwrap_or(0);
+            groups * cluster.desired_servers_per_pod(&class)
+        })
+        .sum()
+}
+
+/// Processes of the status not yet on `version`: `(instance ID, address)`; tester processes
+/// (never restarted by a kill) and processes without `instance_id` left out, as upstream.
 pub fn not_upgraded(db: &FdbStatus, version: &str) -> Vec<(String, ProcessAddress)> {
     db.cluster
         .processes
         .values()
-        .filter(|p| p.version != version)
+        .filter(|p| p.version != version && p.class_type != "test")
         .filter_map(|p| Some((p.instance_id()?.to_owned(), p.parsed_address()?)))
         .collect()
 }
 
-/// The incompatible upgrade's kill: once every process not on the target version belongs to
-/// a staged group (and, with locks, is registered as a pending upgrade by some operator
-/// instance), all of them are killed together, twice (`kill_for_upgrade`); then the pass
-/// stops so the next one reads the new versions.
+/// The processes not yet on `version` split by whether some operator instance registered
+/// their group as a pending upgrade (`registered`): the addresses to kill, and the IDs still
+/// waiting (upstream's `getUpgradeAddressesFromStatus`).
+pub fn split_by_registration(
+    db: &FdbStatus,
+    version: &str,
+    registered: &BTreeSet<String>,
+) -> (Vec<ProcessAddress>, Vec<String>) {
+    let (mut ready, mut waiting) = (Vec::new(), Vec::new());
+    for (id, address) in not_upgraded(db, version) {
+        if registered.contains(&id) {
+            ready.push(address);
+        } else {
+            waiting.push(id);
+        }
+    }
+    waiting.sort();
+    waiting.dedup();
+    (ready, waiting)
+}
+
+/// The incompatible upgrade's kill: once this instance's groups are ready (and, with locks,
+/// every process not on the target version is registered as a pending upgrade by some
+/// operator instance, after this one registered its own), all of them are killed together,
+/// twice (`kill_for_upgrade`); then the pass stops so the next one reads the new versions.
 async fn upgrade(
     pass: &mut Pass,
     db: &FdbStatus,
     ids: &[String],
 ) -> Result<Flow, BounceProcessesError> {
     let version = pass.cluster.spec.version.clone();
-    let pending = not_upgraded(db, &version);
-    let unstaged: Vec<&String> = pending
-        .iter()
-        .map(|(id, _)| id)
-        .filter(|id| !ids.contains(id))
-        .collect();
-    if !unstaged.is_empty() {
-        tracing::info!(cluster = %pass.name(), groups = ?unstaged, "upgrade waits for every process to be staged");
+    let ignore = pass.cluster.ignore_missing_processes().as_secs() as i64;
+    let groups = pass.status().process_groups.clone();
+    let expected = expected_processes(&pass.cluster, &groups, pass.now, ignore);
+    let local = addresses(db, ids);
+    if (local.len() as i64) < expected {
+        tracing::info!(cluster = %pass.name(), expected, ready = local.len(), "upgrade waits for every expected process to be ready to restart");
         return Ok(Flow::delay(Duration::from_secs(5)));
     }
-    if pass.cluster.should_use_locks() {
+    let targets = if pass.cluster.should_use_locks() {
         let lock = pass.lock();
-        lock.add_pending_upgrades(&version, ids).await?;
+        let mine: Vec<String> = groups
+            .iter()
+            .map(|g| g.process_group_id.to_string())
+            .collect();
+        lock.add_pending_upgrades(&version, &mine).await?;
         if let Err(e) = pass.take_lock().await {
             tracing::info!(cluster = %pass.name(), error = %e, "waiting for the lock");
             return Ok(Flow::delay(Duration::from_secs(10)));
         }
         let registered = lock.get_pending_upgrades(&version).await?;
-        if pending.iter().any(|(id, _)| !registered.contains(id)) {
-            tracing::info!(cluster = %pass.name(), "waiting for processes to be updated by every operator");
+        let (ready, waiting) = split_by_registration(db, &version, &registered);
+        if !waiting.is_empty() {
+            let note = format!("Waiting for processes to be updated: {waiting:?}");
+            tracing::info!(cluster = %pass.name(), %note, "upgrade deferred");
+            pass.event(false, "UpgradeRequeued", note).await;
             return Ok(Flow::stop(Duration::from_secs(15)));
         }
         lock.clear_pending_upgrades().await?;
-    }
-    let targets: Vec<ProcessAddress> = pending.into_iter().map(|(_, a)| a).collect();
+        ready
+    } else {
+        local
+    };
     let targets = without_ignored(&pass.cluster, db, targets);
     if targets.is_empty() {
         return Ok(Flow::Continue);

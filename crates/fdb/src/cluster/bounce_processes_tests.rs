@@ -208,3 +208,113 @@ fn ignore_during_restart_leaves_out_the_groups_machines() {
         "unknown group"
     );
 }
+
+#[test]
+fn expected_processes_count_each_pods_servers() {
+    use condition::*;
+    let c = |spec: serde_json::Value| -> FoundationDBCluster {
+        let mut full = serde_json::json!({"version": "7.1.57"});
+        for (k, v) in spec.as_object().unwrap() {
+            full[k] = v.clone();
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps.foundationdb.org/v1beta2",
+            "kind": "FoundationDBCluster",
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": full,
+        }))
+        .unwrap()
+    };
+    let counts = serde_json::json!({"processCounts": {"storage": 3, "log": 2, "stateless": 1}});
+    let mut spp = counts.clone();
+    spp["storageServersPerPod"] = 2.into();
+    spp["logServersPerPod"] = 3.into();
+    let removed = {
+        let mut g = group("storage-4", &[]);
+        g.mark_for_removal(t(100));
+        g
+    };
+    let missing_long = group("storage-1", &[MISSING_PROCESSES]);
+    let terminating = {
+        let mut g = group("storage-5", &[RESOURCES_TERMINATING]);
+        g.mark_for_removal(t(100));
+        g
+    };
+    #[rustfmt::skip]
+    let cases: Vec<(&str, serde_json::Value, Vec<ProcessGroupStatus>, i64)> = vec![
+        ("one per pod", counts.clone(), vec![], 3 + 2 + 1),
+        ("storage ×2, log ×3", spp.clone(), vec![], 3 * 2 + 2 * 3 + 1),
+        ("a removed group has a replacement beside it", spp.clone(), vec![removed.clone()], 4 * 2 + 2 * 3 + 1),
+        ("a group missing for long is not waited for", spp.clone(), vec![missing_long.clone()], 2 * 2 + 2 * 3 + 1),
+        ("terminating resources do not count", spp.clone(), vec![terminating], 3 * 2 + 2 * 3 + 1),
+    ];
+    for (name, spec, groups, want) in cases {
+        assert_eq!(
+            expected_processes(&c(spec), &groups, t(1000), 30),
+            want,
+            "{name}"
+        );
+    }
+}
+
+/// A status of processes `(instance ID, class, version)` at 127.1.0.<n>:4501.
+fn versions(processes: &[(&str, &str, &str)]) -> FdbStatus {
+    let mut s = status(3600.0, &[]);
+    for (n, (id, class, version)) in processes.iter().enumerate() {
+        s.cluster.processes.insert(
+            format!("p{n}"),
+            ProcessInfo {
+                address: format!("127.1.0.{}:4501", n + 1),
+                class_type: (*class).into(),
+                version: (*version).into(),
+                locality: [("instance_id".to_string(), (*id).to_string())].into(),
+                ..Default::default()
+            },
+        );
+    }
+    s
+}
+
+#[tokio::test]
+async fn two_instances_each_register_before_they_wait_so_both_upgrade() {
+    use crate::admin::LockClient;
+    // One database, two operator instances (prefixes dc1 and dc2), every process on 7.1.
+    let s = versions(&[
+        ("dc1-storage-1", "storage", "7.1.57"),
+        ("dc1-log-1", "log", "7.1.57"),
+        ("dc2-storage-1", "storage", "7.1.57"),
+        ("dc2-log-1", "log", "7.1.57"),
+        ("dc1-test-1", "test", "7.1.57"),
+        ("dc2-stateless-1", "stateless", "7.3.63"),
+    ]);
+    let db = crate::admin::fake::FakeDatabase::new();
+    let (a, b) = (db.lock_client("dc1", 600), db.lock_client("dc2", 600));
+    let v = "7.3.63";
+    // dc1 registers its groups first, then looks: dc2's processes are not registered yet, so
+    // it waits (upstream's "Waiting for processes to be updated: [...]"). The tester process
+    // and the process already on 7.3 are not waited for.
+    a.add_pending_upgrades(v, &["dc1-storage-1".into(), "dc1-log-1".into()])
+        .await
+        .unwrap();
+    let (ready, waiting) = split_by_registration(&s, v, &a.get_pending_upgrades(v).await.unwrap());
+    assert_eq!(waiting, vec!["dc2-log-1", "dc2-storage-1"]);
+    assert_eq!(ready.len(), 2);
+    // dc2 (which equally sees dc1's processes not upgraded) registers before it looks, finds
+    // dc1's registration, and kills every process of both instances in one go.
+    b.add_pending_upgrades(v, &["dc2-storage-1".into(), "dc2-log-1".into()])
+        .await
+        .unwrap();
+    let (ready, waiting) = split_by_registration(&s, v, &b.get_pending_upgrades(v).await.unwrap());
+    assert!(waiting.is_empty(), "{waiting:?}");
+    let mut got: Vec<String> = ready.iter().map(ToString::to_string).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "127.1.0.1:4501",
+            "127.1.0.2:4501",
+            "127.1.0.3:4501",
+            "127.1.0.4:4501"
+        ]
+    );
+}

@@ -1,8 +1,10 @@
 //! ChangeCoordinators (reference §4 step 21): only when configured and the current
 //! coordinators are not valid ([`super::coordinators::valid`]).
 //! - Safety: if a coordinator has no process in the status, the last recovery must be at
-//!   least 2 minutes ago; otherwise the database must be available with at most 10 active
-//!   generations and the last recovery at least 5 minutes ago. Else delayed requeue.
+//!   least `--minimum-uptime-for-coordinator-change-with-missing-process` (2m) ago; otherwise
+//!   the database must be available with at most 10 active generations and the last recovery
+//!   at least `--minimum-uptime-for-coordinator-change-with-undesired-process` (5m) ago.
+//!   Else delayed requeue.
 //! - Then the lock, a new selection (2R−1 coordinators, at most one per zone, logs
 //!   preferred), `coordinators …`, and the new connection string goes into the status.
 

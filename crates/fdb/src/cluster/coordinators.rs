@@ -44,7 +44,11 @@ pub fn choose(
     hard_limit: usize,
 ) -> Result<Vec<Candidate>, SelectionError> {
     let mut sorted = candidates.to_vec();
-    sorted.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)));
+    sorted.sort_by(|a, b| {
+        (b.priority.cmp(&a.priority))
+            .then(a.id.cmp(&b.id))
+            .then(a.address.cmp(&b.address))
+    });
     sorted.dedup_by(|a, b| a.id == b.id);
     let mut chosen: Vec<Candidate> = Vec::new();
     let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();

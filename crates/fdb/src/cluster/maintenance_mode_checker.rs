@@ -70,7 +70,11 @@ pub fn classify(
     let mut left = listed.clone();
     let (stale_secs, wait_secs) = (stale_after.as_secs_f64(), wait_other_zone.as_secs_f64());
     let zone = db.cluster.maintenance_zone.as_str();
-    for p in db.cluster.processes.values() {
+    // A pod may run several storage processes: the longest running one decides for its
+    // group (the group restarted once all of them did).
+    let mut processes: Vec<_> = db.cluster.processes.values().collect();
+    processes.sort_by(|a, b| b.uptime_seconds.total_cmp(&a.uptime_seconds));
+    for p in processes {
         if p.class_type != "storage" {
             continue;
         }

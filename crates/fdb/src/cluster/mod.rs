@@ -82,10 +82,15 @@ pub struct Options {
     pub minimum_recovery_time_for_exclusion: f64,
     /// `--minimum-recovery-time-for-inclusion` (600 s).
     pub minimum_recovery_time_for_inclusion: f64,
-    /// Coordinator change while a coordinator is missing: last recovery at least (120 s).
+    /// `--minimum-uptime-for-coordinator-change-with-missing-process` (2m): a coordinator
+    /// change while a coordinator is missing needs the last recovery at least this old.
     pub minimum_recovery_time_for_missing_coordinator_change: f64,
-    /// Coordinator change otherwise: last recovery at least (300 s).
+    /// `--minimum-uptime-for-coordinator-change-with-undesired-process` (5m): a coordinator
+    /// change otherwise needs the last recovery at least this old.
     pub minimum_uptime_for_coordinator_change: f64,
+    /// `--minimum-uptime-for-configuration-changes` (1m): a configuration change needs the
+    /// last recovery at least this old.
+    pub minimum_uptime_for_configuration_changes: f64,
     /// At most this many active generations for any destructive step (10).
     pub max_active_generations: i64,
     /// `--minimum-age-for-terminal-pod-deletion` (30 s).
@@ -107,6 +112,7 @@ impl Default for Options {
             minimum_recovery_time_for_inclusion: 600.0,
             minimum_recovery_time_for_missing_coordinator_change: 120.0,
             minimum_uptime_for_coordinator_change: 300.0,
+            minimum_uptime_for_configuration_changes: 60.0,
             max_active_generations: 10,
             minimum_age_for_terminal_pod_deletion: Duration::from_secs(30),
             maintenance_list_stale_duration: Duration::from_secs(4 * 3600),

@@ -347,12 +347,12 @@ impl RemoveProcessGroups {
                 if !isolated && pod.metadata.deletion_timestamp.is_none() {
                     let name = pod.metadata.name.clone().unwrap_or_default();
                     tracing::info!(cluster = %pass.name(), group = %id, pod = %name, "deleting pod of removed group");
-                    pass.event(
-                        false,
-                        "RemovingProcessGroup",
-                        format!("exclusion of {id} verified: deleting its resources"),
-                    )
-                    .await;
+                    let note = if g.exclusion_skipped {
+                        format!("{id} is removed without exclusion: deleting its resources")
+                    } else {
+                        format!("exclusion of {id} verified: deleting its resources")
+                    };
+                    pass.event(false, "RemovingProcessGroup", note).await;
                     delete(pass.api::<Pod>(), &name).await?;
                 }
             }

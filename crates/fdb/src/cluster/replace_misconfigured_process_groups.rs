@@ -7,7 +7,9 @@
 //! - [`misconfiguration`] is pure and names the first reason, in upstream's order:
 //!   the PVC's spec hash (`foundationdb.org/last-applied-spec`) or name differs from the
 //!   desired PVC's (only while the pod exists); the group's ID does not follow the cluster's
-//!   `processGroupIDPrefix`; with `replaceInstancesWhenResourcesChange`, the desired CPU or
+//!   `processGroupIDPrefix`; the pod runs another number of fdbserver processes than the
+//!   class's `storageServersPerPod` / `logServersPerPod` (its `<CLASS>_SERVERS_PER_POD`
+//!   variable, 1 without); with `replaceInstancesWhenResourcesChange`, the desired CPU or
 //!   memory requests (summed over containers, and over init containers) exceed the pod's;
 //!   and, only when the pod's spec hash differs from the desired one: the node selector
 //!   changed, or the pod update strategy replaces this class (`Replace`: every class;
@@ -20,8 +22,8 @@
 //!   the pass goes on.
 //!
 //! Not checked, because this operator does not build what they compare: the public-IP
-//! source (per-group services), servers per pod (one fdbserver per pod), image type (the
-//! unified image only), IP family and security-context changes.
+//! source (per-group services), image type (the unified image only), IP family and
+//! security-context changes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -158,6 +160,11 @@ pub fn misconfiguration(
         if want != group.process_group_id {
             return Some(format!("the process group ID should be {want}"));
         }
+    }
+    let have = resources::servers_per_pod(pod, &group.process_class);
+    let want = cluster.desired_servers_per_pod(&group.process_class);
+    if have != want {
+        return Some(format!("the servers per pod changed from {have} to {want}"));
     }
     let desired = resources::pod_spec(cluster, group);
     let current = pod.spec.clone().unwrap_or_default();

@@ -12,23 +12,28 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath,
     ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodSpec, Service, ServiceSpec, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodSpec, Service, ServiceSpec, Volume,
+    VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::crd::{
-    FoundationDBCluster, NONE_FAULT_DOMAIN_KEY, ProcessClass, ProcessGroupStatus, select_image,
+    FoundationDBCluster, KUBERNETES_CLUSTER_FAULT_DOMAIN_KEY, NONE_FAULT_DOMAIN_KEY, ProcessClass,
+    ProcessGroupStatus, ZONE_ID_ENV, select_image,
 };
 
 /// Pod annotation: hash of the pod spec.
 pub const LAST_SPEC_KEY: &str = "foundationdb.org/last-applied-spec";
 /// Pod annotation: hash of the config-map entries the pod uses.
 pub const LAST_CONFIG_MAP_KEY: &str = "foundationdb.org/last-applied-config-map";
+/// Pod annotation: the image type the pod was built for (upstream's
+/// `foundationdb.org/image-type`; always `unified` here).
+pub const IMAGE_TYPE_KEY: &str = "foundationdb.org/image-type";
 /// The main container.
 pub const MAIN_CONTAINER: &str = "foundationdb";
 /// The sidecar container: the unified image in sidecar mode, copying its version's binaries
@@ -46,7 +51,23 @@ pub fn config_map_name(cluster: &FoundationDBCluster) -> String {
     format!("{}-config", cluster.name_any())
 }
 
-/// The monitor-configuration key of `class`.
+/// The fdbserver processes `pod` runs for `class`: the class's servers-per-pod variable
+/// (`STORAGE_SERVERS_PER_POD`, `LOG_SERVERS_PER_POD`, …) of any of its containers, else 1
+/// (upstream's `GetServersPerPodForPod`; an unreadable value counts as 1).
+pub fn servers_per_pod(pod: &Pod, class: &ProcessClass) -> i64 {
+    let name = class.servers_per_pod_env_name();
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.env.iter().flatten())
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.as_deref()?.parse::<i64>().ok())
+        .map_or(1, |n| n.max(1))
+}
+
+/// The monitor-configuration key of `class`. The unified image has one per class whatever the
+/// servers per pod: its monitor starts `--process-count` processes from the same
+/// configuration (upstream writes `-density-<n>` keys for the split image only).
 pub fn monitor_conf_key(class: &ProcessClass) -> String {
     format!("fdbmonitor-conf-{class}-json")
 }
@@ -79,10 +100,19 @@ pub fn monitor_conf(cluster: &FoundationDBCluster, class: &ProcessClass) -> Valu
         literal(&format!("--class={class}")),
         literal("--logdir=/var/log/fdb-trace-logs"),
         literal(&format!("--loggroup={}", cluster.log_group())),
-        literal("--datadir=/var/fdb/data"),
+        // The unified image always gives each process its own data directory and a
+        // `process_id` locality `<group>-<n>`, whatever the number of processes per pod (as
+        // upstream does), so a pod's layout does not change with the count.
+        json!({"type": "Concatenate", "values": [
+            literal("--datadir=/var/fdb/data/"), {"type": "ProcessNumber"},
+        ]}),
+        json!({"type": "Concatenate", "values": [
+            literal("--locality_process_id="), {"type": "Environment", "source": "FDB_INSTANCE_ID"},
+            literal("-"), {"type": "ProcessNumber"},
+        ]}),
         env_arg("--locality_instance_id=", "FDB_INSTANCE_ID"),
         env_arg("--locality_machineid=", "FDB_MACHINE_ID"),
-        env_arg("--locality_zoneid=", "FDB_ZONE_ID"),
+        env_arg("--locality_zoneid=", &cluster.zone_variable_name()),
     ];
     for p in cluster
         .process_settings(class)
@@ -97,18 +127,16 @@ pub fn monitor_conf(cluster: &FoundationDBCluster, class: &ProcessClass) -> Valu
             cluster.spec.data_center
         )));
     }
-    // During a protocol-incompatible upgrade the processes are to run the new version's
-    // fdbserver, which the sidecar has copied into the shared volume.
-    let (version, binary) = if cluster.is_being_upgraded_with_incompatible_version() {
-        let v = cluster.spec.version.clone();
-        let path = format!("{SHARED_BINARIES_DIR}/bin/{v}/fdbserver");
-        (v, path)
+    // During a protocol-incompatible upgrade the processes are to run the new version: the
+    // monitor, whose own fdbserver cannot, runs the one the sidecar has copied into the
+    // shared volume. The configuration names no binary (the monitor ignores a binary path).
+    let version = if cluster.is_being_upgraded_with_incompatible_version() {
+        cluster.spec.version.clone()
     } else {
-        (cluster.running_version(), "fdbserver".to_owned())
+        cluster.running_version()
     };
     json!({
         "version": version,
-        "binaryPath": binary,
         "runServers": !status.connection_string.is_empty(),
         "arguments": args,
     })
@@ -198,22 +226,69 @@ fn value_env(name: &str, value: &str) -> EnvVar {
     }
 }
 
-/// The zone variable's source: the pod name with fault domain `foundationdb.org/none`, a
-/// fixed value, or a field path (default `spec.nodeName`).
-fn zone_env(cluster: &FoundationDBCluster) -> EnvVar {
+/// The locality variables' sources, as upstream's `getEnvForMonitorConfigSubstitution`:
+/// with fault domain `foundationdb.org/none` machine and zone are the pod's name; with
+/// `foundationdb.org/kubernetes-cluster` the machine is the node and the zone the fault
+/// domain's `value`; otherwise the machine is the node and the zone the field `valueFrom`
+/// names (default `spec.nodeName`). A `valueFrom` of `$VAR` adds no zone variable: the
+/// monitor configuration then reads `VAR`, which the pod template has to define.
+fn locality_env(cluster: &FoundationDBCluster) -> Vec<EnvVar> {
     let fd = &cluster.spec.fault_domain;
     if fd.key == NONE_FAULT_DOMAIN_KEY {
-        return field_env("FDB_ZONE_ID", "metadata.name");
+        return vec![
+            field_env("FDB_MACHINE_ID", "metadata.name"),
+            field_env(ZONE_ID_ENV, "metadata.name"),
+        ];
     }
-    if !fd.value.is_empty() {
-        return value_env("FDB_ZONE_ID", &fd.value);
+    let machine = field_env("FDB_MACHINE_ID", "spec.nodeName");
+    if fd.key == KUBERNETES_CLUSTER_FAULT_DOMAIN_KEY {
+        return vec![machine, value_env(ZONE_ID_ENV, &fd.value)];
     }
-    let path = if fd.value_from.is_empty() || fd.value_from.starts_with('$') {
+    if fd.value_from.starts_with('$') {
+        return vec![machine];
+    }
+    let path = if fd.value_from.is_empty() {
         "spec.nodeName"
     } else {
         fd.value_from.as_str()
     };
-    field_env("FDB_ZONE_ID", path)
+    vec![machine, field_env(ZONE_ID_ENV, path)]
+}
+
+/// The main container's environment on the unified image, upstream's
+/// (`configureContainersForUnifiedImages`): the monitor finds its own pod through
+/// `FDB_POD_NAME`/`FDB_POD_NAMESPACE` (and its node through `FDB_NODE_NAME`), fdbserver's
+/// client traces go to the log volume, and the substitutions of the monitor configuration
+/// follow; `FDB_POD_IP` only with an explicit listen address, `FDB_DNS_NAME` only with DNS
+/// locality fields.
+fn main_env(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> Vec<EnvVar> {
+    let mut env = vec![
+        field_env("FDB_POD_NAME", "metadata.name"),
+        field_env("FDB_POD_NAMESPACE", "metadata.namespace"),
+        value_env("FDB_NETWORK_OPTION_TRACE_LOG_GROUP", &cluster.log_group()),
+        value_env("FDB_NETWORK_OPTION_TRACE_ENABLE", "/var/log/fdb-trace-logs"),
+        field_env("FDB_NODE_NAME", "spec.nodeName"),
+        field_env("FDB_PUBLIC_IP", "status.podIP"),
+    ];
+    if cluster.use_explicit_listen_address() {
+        env.push(field_env("FDB_POD_IP", "status.podIP"));
+    }
+    env.extend(locality_env(cluster));
+    env.push(value_env(
+        "FDB_INSTANCE_ID",
+        group.process_group_id.as_str(),
+    ));
+    if cluster.define_dns_locality_fields() {
+        let dns = format!(
+            "{}.{}.{}.svc.{}",
+            group.pod_name(&cluster.name_any()),
+            cluster.name_any(),
+            cluster.namespace().unwrap_or_default(),
+            cluster.dns_domain()
+        );
+        env.push(value_env("FDB_DNS_NAME", &dns));
+    }
+    env
 }
 
 /// The image the sidecar container should run: the target version during an incompatible
@@ -285,21 +360,29 @@ pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> Po
         }
     };
     main.image = Some(image);
-    main.args = Some(vec![
-        "--input-dir".into(),
-        "/var/dynamic-conf".into(),
-        "--log-path".into(),
-        "/var/log/fdb-trace-logs/monitor.log".into(),
-    ]);
+    let mut args: Vec<String> = [
+        "--input-dir",
+        "/var/dynamic-conf",
+        "--log-path",
+        "/var/log/fdb-trace-logs/monitor.log",
+    ]
+    .map(String::from)
+    .into();
     let env = main.env.get_or_insert_with(Vec::new);
     let id = group.process_group_id.to_string();
-    let mut ours = vec![
-        field_env("FDB_PUBLIC_IP", "status.podIP"),
-        field_env("FDB_POD_IP", "status.podIP"),
-        zone_env(cluster),
-        field_env("FDB_MACHINE_ID", "spec.nodeName"),
-        value_env("FDB_INSTANCE_ID", &id),
-    ];
+    let mut ours = Vec::new();
+    // Several fdbserver processes per pod: the monitor's `--process-count`, and the variable
+    // the operator reads the pod's count back from (upstream sets both only above 1).
+    let servers = cluster.desired_servers_per_pod(class);
+    if servers > 1 {
+        args.extend(["--process-count".to_owned(), servers.to_string()]);
+        ours.push(value_env(
+            &class.servers_per_pod_env_name(),
+            &servers.to_string(),
+        ));
+    }
+    main.args = Some(args);
+    ours.extend(main_env(cluster, group));
     env.retain(|e| !ours.iter().any(|o| o.name == e.name));
     env.append(&mut ours);
     let mounts = main.volume_mounts.get_or_insert_with(Vec::new);
@@ -376,8 +459,46 @@ pub fn pod_spec(cluster: &FoundationDBCluster, group: &ProcessGroupStatus) -> Po
         );
         spec.containers.push(sidecar(image));
     }
+    spread_over_fault_domains(cluster, class, &mut spec);
     super::delete_pods_for_buggification::apply_to_pod_spec(cluster, &id, &mut spec);
     spec
+}
+
+/// Upstream's `setAffinityForFaultDomain`: unless every pod is its own zone
+/// (`foundationdb.org/none`) or the Kubernetes cluster is one (`.../kubernetes-cluster`), the
+/// pods of a class prefer (weight 1) not to share a fault domain (the fault domain's key,
+/// default `kubernetes.io/hostname`) with another pod of the cluster and class; the term is
+/// added to those of the pod template.
+fn spread_over_fault_domains(
+    cluster: &FoundationDBCluster,
+    class: &ProcessClass,
+    spec: &mut PodSpec,
+) {
+    let key = match cluster.spec.fault_domain.key.as_str() {
+        "" => "kubernetes.io/hostname",
+        NONE_FAULT_DOMAIN_KEY | KUBERNETES_CLUSTER_FAULT_DOMAIN_KEY => return,
+        key => key,
+    };
+    let mut labels = cluster.match_labels();
+    labels.insert(cluster.process_class_label(), class.to_string());
+    let term = WeightedPodAffinityTerm {
+        weight: 1,
+        pod_affinity_term: PodAffinityTerm {
+            topology_key: key.to_owned(),
+            label_selector: Some(LabelSelector {
+                match_labels: Some(labels),
+                ..LabelSelector::default()
+            }),
+            ..PodAffinityTerm::default()
+        },
+    };
+    spec.affinity
+        .get_or_insert_with(Default::default)
+        .pod_anti_affinity
+        .get_or_insert_with(Default::default)
+        .preferred_during_scheduling_ignored_during_execution
+        .get_or_insert_with(Vec::new)
+        .push(term);
 }
 
 /// The image `pod`'s container `name` runs, if it has that container.
@@ -404,6 +525,10 @@ pub fn pod(cluster: &FoundationDBCluster, group: &ProcessGroupStatus, config_has
     let mut annotations = template_meta.annotations.unwrap_or_default();
     annotations.insert(LAST_SPEC_KEY.to_owned(), hash(&spec));
     annotations.insert(LAST_CONFIG_MAP_KEY.to_owned(), config_hash.to_owned());
+    annotations.insert(
+        IMAGE_TYPE_KEY.to_owned(),
+        cluster.desired_image_type().to_owned(),
+    );
     Pod {
         metadata: ObjectMeta {
             name: Some(group.pod_name(&cluster.name_any())),
@@ -479,84 +604,5 @@ pub fn headless_service(cluster: &FoundationDBCluster) -> Service {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::crd::{FoundationDBClusterSpec, ProcessGroupId};
-
-    fn cluster() -> FoundationDBCluster {
-        let mut c = FoundationDBCluster::new(
-            "sample",
-            FoundationDBClusterSpec {
-                version: "7.1.57".into(),
-                ..FoundationDBClusterSpec::default()
-            },
-        );
-        c.metadata.namespace = Some("ns".into());
-        c
-    }
-
-    fn group(id: &str, class: &str) -> ProcessGroupStatus {
-        ProcessGroupStatus::new(
-            ProcessGroupId::new(id),
-            ProcessClass::new(class),
-            jiff::Timestamp::UNIX_EPOCH,
-        )
-    }
-
-    #[test]
-    fn pods_and_claims_follow_upstreams_names_and_labels() {
-        let c = cluster();
-        let g = group("storage-7", "storage");
-        let pod = pod(&c, &g, "h");
-        assert_eq!(pod.name_any(), "sample-storage-7");
-        let labels = pod.labels();
-        assert_eq!(labels["foundationdb.org/fdb-cluster-name"], "sample");
-        assert_eq!(labels["foundationdb.org/fdb-process-class"], "storage");
-        assert_eq!(labels["foundationdb.org/fdb-process-group-id"], "storage-7");
-        assert_eq!(pod.annotations()[LAST_CONFIG_MAP_KEY], "h");
-        assert_eq!(pvc(&c, &g).unwrap().name_any(), "sample-storage-7-data");
-        assert!(pvc(&c, &group("stateless-3", "stateless")).is_none());
-        let main = &pod.spec.as_ref().unwrap().containers[0];
-        assert_eq!(
-            main.image.as_deref(),
-            Some("foundationdb/fdb-kubernetes-monitor:7.1.57")
-        );
-    }
-
-    #[test]
-    fn the_spec_hash_is_stable_and_follows_the_spec() {
-        let c = cluster();
-        let g = group("log-1", "log");
-        let a = pod(&c, &g, "h").annotations()[LAST_SPEC_KEY].clone();
-        let b = pod(&c, &g, "h").annotations()[LAST_SPEC_KEY].clone();
-        assert_eq!(a, b);
-        let mut changed = cluster();
-        changed.spec.version = "7.1.63".into();
-        assert_ne!(a, pod(&changed, &g, "h").annotations()[LAST_SPEC_KEY]);
-    }
-
-    #[test]
-    fn config_map_has_one_monitor_conf_per_class_and_the_cluster_file_once_known() {
-        let mut c = cluster();
-        let cm = config_map(&c);
-        let data = cm.data.clone().unwrap();
-        assert!(!data.contains_key("cluster-file"));
-        assert_eq!(data["running-version"], "7.1.57");
-        for class in ["storage", "log", "stateless"] {
-            let conf: Value =
-                serde_json::from_str(&data[&format!("fdbmonitor-conf-{class}-json")]).unwrap();
-            assert_eq!(conf["runServers"], false);
-        }
-        let before = config_map_hash(&cm, &ProcessClass::new("storage"));
-        c.status = Some(crate::crd::FoundationDBClusterStatus {
-            connection_string: "sample:abc@127.1.0.1:4501".into(),
-            ..Default::default()
-        });
-        let cm = config_map(&c);
-        assert_eq!(
-            cm.data.as_ref().unwrap()["cluster-file"],
-            "sample:abc@127.1.0.1:4501"
-        );
-        assert_ne!(before, config_map_hash(&cm, &ProcessClass::new("storage")));
-    }
-}
+#[path = "resources_tests.rs"]
+mod tests;

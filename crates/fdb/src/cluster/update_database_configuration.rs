@@ -4,7 +4,8 @@
 //!   `status.configured = true` is written at once; `configured` is sticky, so `configure new`
 //!   runs exactly once per cluster.
 //! - Configured, available, live ≠ desired: the safety gate ([`change_is_safe`]), then the
-//!   lock, then `configure <desired>`. Unsafe ⇒ delayed requeue (10 s).
+//!   lock, then `configure <desired>`. Unsafe ⇒ delayed requeue (10 s). The last recovery
+//!   must be `--minimum-uptime-for-configuration-changes` (1m) old.
 //!   Staged region changes are not built (single region only).
 
 use std::time::Duration;
@@ -93,7 +94,12 @@ impl UpdateDatabaseConfiguration {
         if live == desired {
             return Ok(Flow::Continue);
         }
-        if let Some(why) = change_is_safe(&db, pass.ctx.options.max_active_generations, 60.0) {
+        let options = &pass.ctx.options;
+        let (generations, uptime) = (
+            options.max_active_generations,
+            options.minimum_uptime_for_configuration_changes,
+        );
+        if let Some(why) = change_is_safe(&db, generations, uptime) {
             tracing::info!(cluster = %pass.name(), reason = %why, "configuration change deferred");
             pass.event(
                 false,

@@ -1,6 +1,12 @@
 //! UpdateStatus (reference §4 step 1 and 27, §2.3): runs first and last in every pass.
 //!
 //! Contract:
+//! - A status without connection string adopts the config map's `cluster-file` (unless
+//!   another object controls the config map), else `spec.seedConnectionString`
+//!   ([`adopted_connection_string`], upstream's order), before
+//!   the fetch, so a cluster seeded onto an existing database reads that database's status
+//!   in its first pass (and, seeing it configured, never runs `configure new` or generates
+//!   a cluster file of its own).
 //! - Fetches `status json` into the pass's cache. A cluster without connection string, or
 //!   an unconfigured one whose database does not answer, works without a status (the
 //!   `configurationMissing` stand-in); a configured cluster whose database does not answer
@@ -27,7 +33,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kit::pipeline::{Flow, Step, StepResult};
 
 use super::{Pass, coordinators, monitor, resources, step_error, taints, update_metadata};
@@ -58,9 +64,12 @@ pub struct Observed<'a> {
     pub spec_hash: String,
     /// The desired config-map hash of the group's class (`None`: not checked).
     pub config_hash: Option<String>,
-    /// The command line its process should run: the desired monitor configuration rendered
-    /// with the pod's substitutions (`None`: the monitor has not published them; not checked).
-    pub command_line: Option<String>,
+    /// The fdbserver processes its pod runs ([`resources::servers_per_pod`]; 0 means 1).
+    pub processes_per_pod: i64,
+    /// The command line each of its processes should run (process `n` at index `n - 1`): the
+    /// desired monitor configuration rendered with the pod's substitutions (empty: the
+    /// monitor has not published them; not checked).
+    pub command_lines: Vec<String>,
     /// The version its processes should run (`None` during a patch upgrade: not checked).
     pub version: Option<String>,
     /// Its pod lacks desired labels or annotations.
@@ -69,11 +78,82 @@ pub struct Observed<'a> {
     pub sidecar_image_wrong: bool,
 }
 
+/// Which of `group`'s processes `p` is: `n` of its `process_id` locality `<group>-<n>` (0
+/// for another form), or `None` for a process without one or with the group's ID (a process
+/// group of one process, as the split image runs it), which stands for every process of its
+/// group (upstream looks processes up by the group's ID first).
+pub fn process_number(p: &ProcessInfo, group: &str) -> Option<i64> {
+    let id = p.locality.get(crate::admin::status::LOCALITY_PROCESS_ID)?;
+    if id == group {
+        return None;
+    }
+    let n = id
+        .strip_prefix(group)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .and_then(|n| n.parse().ok());
+    Some(n.unwrap_or(0))
+}
+
+/// Whether one of the `expected` processes of `group` does not report (`MissingProcesses`).
+pub fn processes_missing(processes: &[&ProcessInfo], group: &str, expected: i64) -> bool {
+    let numbers: BTreeSet<Option<i64>> =
+        processes.iter().map(|p| process_number(p, group)).collect();
+    if numbers.contains(&None) {
+        return false;
+    }
+    (1..=expected.max(1)).any(|n| !numbers.contains(&Some(n)))
+}
+
+/// The command line each of a pod's `processes_per_pod` processes should run: the desired
+/// monitor configuration (`desired`, JSON text) rendered with the substitutions the pod's
+/// monitor published (`BINARY_DIR` among them), as upstream's `GetStartCommand`. Empty when
+/// the pod is gone, its monitor published nothing or a substitution is missing: not judged.
+pub fn expected_command_lines(
+    desired: Option<&str>,
+    pod: Option<&Pod>,
+    processes_per_pod: i64,
+) -> Vec<String> {
+    desired
+        .and_then(|text| serde_json::from_str(text).ok())
+        .zip(pod.and_then(monitor::substitutions))
+        .and_then(|(conf, env)| {
+            (1..=processes_per_pod)
+                .map(|n| monitor::command_line(&conf, &env, n as u32))
+                .collect::<Option<Vec<_>>>()
+        })
+        .unwrap_or_default()
+}
+
+/// Marks `group` when the spec removes it (upstream's UpdateStatus): listed in
+/// `processGroupsToRemoveWithoutExclusion` (what `kubectl fdb remove process-groups
+/// --exclusion=false` adds), or of class `test` ⇒ marked for removal with `exclusionSkipped`
+/// and counted as excluded at once, so no exclude is issued for it and no include follows
+/// its removal; listed in `processGroupsToRemove` ⇒ marked only (it is excluded before its
+/// resources go).
+pub fn mark_spec_removal(
+    cluster: &FoundationDBCluster,
+    group: &mut ProcessGroupStatus,
+    now: Timestamp,
+) {
+    let id = &group.process_group_id;
+    let spec = &cluster.spec;
+    if spec.process_groups_to_remove_without_exclusion.contains(id)
+        || group.process_class.as_str() == "test"
+    {
+        group.mark_for_removal(now);
+        group.exclusion_skipped = true;
+        group.set_exclude(now);
+    } else if spec.process_groups_to_remove.contains(id) {
+        group.mark_for_removal(now);
+    }
+}
+
 /// Whether a process runs the wrong command line or version (`IncorrectCommandLine`).
-fn wrong_command_line(p: &ProcessInfo, seen: &Observed) -> bool {
-    let line = seen
-        .command_line
-        .as_ref()
+fn wrong_command_line(p: &ProcessInfo, group: &str, seen: &Observed) -> bool {
+    let n = process_number(p, group).unwrap_or(1);
+    let line = usize::try_from(n - 1)
+        .ok()
+        .and_then(|i| seen.command_lines.get(i))
         .is_some_and(|want| p.command_line != *want);
     let version = seen.version.as_ref().is_some_and(|want| {
         p.version != *want && p.version.strip_suffix("-PRERELEASE") != Some(want.as_str())
@@ -179,14 +259,18 @@ pub fn update_group(
         group.update_condition(condition::INCORRECT_SIDECAR_IMAGE, false, now);
     }
     if seen.status_has_processes {
+        let id = group.process_group_id.to_string();
+        let missing = processes_missing(&seen.processes, &id, seen.processes_per_pod);
         group.update_condition(
             condition::MISSING_PROCESSES,
-            seen.processes.is_empty() && !removed_excluded,
+            missing && !removed_excluded,
             now,
         );
         group.update_condition(
             condition::INCORRECT_COMMAND_LINE,
-            seen.processes.iter().any(|p| wrong_command_line(p, seen)),
+            seen.processes
+                .iter()
+                .any(|p| wrong_command_line(p, &id, seen)),
             now,
         );
         let excluded = seen.processes.iter().any(|p| p.excluded);
@@ -199,6 +283,39 @@ pub fn update_group(
             group.fault_domain = zone.clone();
         }
     }
+}
+
+/// `status.storageServersPerDisk` and `status.logServersPerDisk` (upstream's): the desired
+/// servers per pod of storage and of the log classes first, then every other count a
+/// group's pod runs, in the order first seen (more than one value: a change is under way).
+pub fn servers_per_disk(
+    cluster: &FoundationDBCluster,
+    groups: &[ProcessGroupStatus],
+    pods: &BTreeMap<String, Pod>,
+) -> (Vec<i64>, Vec<i64>) {
+    let storage = crate::crd::ProcessClass::new(crate::crd::ProcessClass::STORAGE);
+    let log = crate::crd::ProcessClass::new(crate::crd::ProcessClass::LOG);
+    let mut seen = (
+        vec![cluster.desired_servers_per_pod(&storage)],
+        vec![cluster.desired_servers_per_pod(&log)],
+    );
+    for g in groups {
+        let Some(pod) = pods.get(g.process_group_id.as_str()) else {
+            continue;
+        };
+        let list = if g.process_class == storage {
+            &mut seen.0
+        } else if g.process_class.is_log_process() {
+            &mut seen.1
+        } else {
+            continue;
+        };
+        let n = resources::servers_per_pod(pod, &g.process_class);
+        if !list.contains(&n) {
+            list.push(n);
+        }
+    }
+    seen
 }
 
 /// Sets the generation markers (reference §2.3) and returns whether the cluster is
@@ -333,6 +450,27 @@ pub fn majority_version(db: &FdbStatus) -> Option<String> {
         .map(|(v, _)| v.to_owned())
 }
 
+/// The connection string of a status that has none (upstream's UpdateStatus): the config
+/// map's non-empty `cluster-file`, else `seed` (`spec.seedConnectionString`, possibly empty).
+/// A config map controlled by another object than the cluster with UID `uid` (left by a
+/// deleted cluster of the same name, not yet garbage-collected) does not count.
+pub fn adopted_connection_string(config_map: Option<&ConfigMap>, uid: &str, seed: &str) -> String {
+    let ours = |cm: &&ConfigMap| {
+        cm.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .is_none_or(|o| o.uid == uid)
+    };
+    config_map
+        .filter(ours)
+        .and_then(|cm| cm.data.as_ref()?.get("cluster-file"))
+        .filter(|cs| !cs.is_empty())
+        .cloned()
+        .unwrap_or_else(|| seed.to_owned())
+}
+
 impl UpdateStatus {
     async fn fetch(&self, pass: &mut Pass) -> Option<Flow> {
         let status = pass.status().clone();
@@ -358,11 +496,20 @@ impl UpdateStatus {
     }
 
     async fn run_step(&self, pass: &mut Pass) -> Result<Flow, UpdateStatusError> {
+        let config_map = pass.config_map().await?;
+        if pass.status().connection_string.is_empty() {
+            let seed = &pass.cluster.spec.seed_connection_string;
+            let uid = pass.cluster.metadata.uid.clone().unwrap_or_default();
+            let adopted = adopted_connection_string(config_map.as_ref(), &uid, seed);
+            if !adopted.is_empty() {
+                tracing::info!(cluster = %pass.name(), connection_string = %adopted, "adopting a connection string");
+                pass.status().connection_string = adopted;
+            }
+        }
         let unavailable = self.fetch(pass).await;
         let now = pass.now;
         let pods = pass.pods().await?;
         let pvcs = pass.pvcs().await?;
-        let config_map = pass.config_map().await?;
         let headless = pass
             .api::<k8s_openapi::api::core::v1::Service>()
             .get_opt(&pass.name())
@@ -398,12 +545,6 @@ impl UpdateStatus {
         let by_group = db.as_ref().map(processes_by_group).unwrap_or_default();
         let has_processes = db.as_ref().is_some_and(|d| !d.cluster.processes.is_empty());
         let available = status.health.available;
-        let to_remove: BTreeSet<_> = cluster.spec.process_groups_to_remove.iter().collect();
-        let without_exclusion: BTreeSet<_> = cluster
-            .spec
-            .process_groups_to_remove_without_exclusion
-            .iter()
-            .collect();
         let mut hashed = cluster.clone();
         hashed.status = Some(status.clone());
         let desired_cm = resources::config_map(&hashed);
@@ -430,26 +571,24 @@ impl UpdateStatus {
         } else {
             BTreeMap::new()
         };
+        (status.storage_servers_per_disk, status.log_servers_per_disk) =
+            servers_per_disk(&cluster, &status.process_groups, &pods);
         for group in &mut status.process_groups {
             let id = group.process_group_id.clone();
-            if without_exclusion.contains(&id) || group.process_class.as_str() == "test" {
-                group.mark_for_removal(now);
-                group.exclusion_skipped = true;
-                group.set_exclude(now);
-            } else if to_remove.contains(&id) {
-                group.mark_for_removal(now);
-            }
+            mark_spec_removal(&cluster, group, now);
             if under_maintenance(group, &maintenance_zone) {
                 tracing::debug!(cluster = %pass.name(), group = %id, zone = %maintenance_zone, "not checking a process group under maintenance");
                 continue;
             }
             let pod = pods.get(id.as_str());
             let conf_key = resources::monitor_conf_key(&group.process_class);
-            let command_line = desired_data
-                .get(&conf_key)
-                .and_then(|text| serde_json::from_str(text).ok())
-                .zip(pod.and_then(monitor::substitutions))
-                .and_then(|(conf, env)| monitor::command_line(&conf, &env, 1));
+            let processes_per_pod =
+                pod.map_or(1, |p| resources::servers_per_pod(p, &group.process_class));
+            let command_lines = expected_command_lines(
+                desired_data.get(&conf_key).map(String::as_str),
+                pod,
+                processes_per_pod,
+            );
             let seen = Observed {
                 pod,
                 pvc: pvcs.contains_key(id.as_str()),
@@ -460,7 +599,8 @@ impl UpdateStatus {
                     &desired_cm,
                     &group.process_class,
                 )),
-                command_line,
+                processes_per_pod,
+                command_lines,
                 version: version.clone(),
                 sidecar_image_wrong: pod.is_some_and(|p| {
                     resources::container_image(p, resources::SIDECAR_CONTAINER)

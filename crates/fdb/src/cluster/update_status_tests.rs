@@ -182,7 +182,7 @@ fn config_map_and_command_line_conditions_table() {
         processes: vec![p],
         spec_hash: "h".into(),
         config_hash: Some(cm.into()),
-        command_line: line.map(Into::into),
+        command_lines: line.map(|l| vec![l.to_owned()]).unwrap_or_default(),
         version: version.map(Into::into),
         ..Default::default()
     };
@@ -406,4 +406,280 @@ fn only_storage_groups_in_the_maintenance_zone_are_left_unchecked() {
     for (name, g, zone, want) in cases {
         assert_eq!(under_maintenance(&g, zone), want, "{name}");
     }
+}
+
+fn numbered(group: &str, n: Option<i64>) -> ProcessInfo {
+    let mut p = process(false);
+    if let Some(n) = n {
+        p.locality
+            .insert("process_id".to_owned(), format!("{group}-{n}"));
+    }
+    p
+}
+
+#[test]
+fn missing_processes_count_every_process_of_the_pod() {
+    let (one, two, three) = (
+        numbered("storage-1", Some(1)),
+        numbered("storage-1", Some(2)),
+        numbered("storage-1", Some(3)),
+    );
+    let legacy = numbered("storage-1", None);
+    let other = {
+        let mut p = process(false);
+        p.locality
+            .insert("process_id".to_owned(), "storage-10-2".to_owned());
+        p
+    };
+    // (name, processes, expected per pod, missing)
+    #[rustfmt::skip]
+    let cases: Vec<(&str, Vec<&ProcessInfo>, i64, bool)> = vec![
+        ("none", vec![], 1, true),
+        ("one of one", vec![&one], 1, false),
+        ("one of two", vec![&one], 2, true),
+        ("the second only", vec![&two], 2, true),
+        ("both", vec![&two, &one], 2, false),
+        ("two of three", vec![&one, &three], 3, true),
+        ("0 means 1", vec![&one], 0, false),
+        ("without process_id: the group's only process", vec![&legacy], 2, false),
+        ("another group's process_id is not ours", vec![&one, &other], 2, true),
+    ];
+    for (name, processes, expected, want) in cases {
+        assert_eq!(
+            processes_missing(&processes, "storage-1", expected),
+            want,
+            "{name}"
+        );
+    }
+    assert_eq!(process_number(&two, "storage-1"), Some(2));
+    assert_eq!(process_number(&other, "storage-1"), Some(0));
+}
+
+#[test]
+fn each_process_is_judged_against_its_own_command_line() {
+    let mut g = group("storage-1", "storage");
+    let p = pod("Running", "127.1.0.5", "h");
+    let with_line = |n, line: &str| {
+        let mut q = numbered("storage-1", Some(n));
+        q.command_line = line.into();
+        q
+    };
+    let (a, b) = (
+        with_line(1, "fdbserver --p1"),
+        with_line(2, "fdbserver --p2"),
+    );
+    let swapped = with_line(2, "fdbserver --p1");
+    fn observed<'a>(p: &'a Pod, procs: Vec<&'a ProcessInfo>) -> Observed<'a> {
+        Observed {
+            pod: Some(p),
+            pvc: true,
+            processes: procs,
+            status_has_processes: true,
+            spec_hash: "h".into(),
+            processes_per_pod: 2,
+            command_lines: vec!["fdbserver --p1".into(), "fdbserver --p2".into()],
+            ..Default::default()
+        }
+    }
+    let seen = |procs| observed(&p, procs);
+    update_group(&mut g, &seen(vec![&a, &b]), true, t(200));
+    assert_eq!(kinds(&g), Vec::<&str>::new());
+    update_group(&mut g, &seen(vec![&a, &swapped]), true, t(200));
+    assert_eq!(kinds(&g), vec!["IncorrectCommandLine"]);
+    update_group(&mut g, &seen(vec![&a]), true, t(200));
+    assert_eq!(kinds(&g), vec!["MissingProcesses"]);
+}
+
+#[test]
+fn servers_per_disk_lists_the_desired_count_then_every_other_one_running() {
+    let mut c = FoundationDBCluster::new(
+        "c",
+        FoundationDBClusterSpec {
+            version: "7.1.57".into(),
+            storage_servers_per_pod: 2,
+            ..Default::default()
+        },
+    );
+    let groups = vec![
+        group("storage-1", "storage"),
+        group("storage-2", "storage"),
+        group("log-1", "log"),
+        group("stateless-1", "stateless"),
+    ];
+    let built = |c: &FoundationDBCluster, g: &ProcessGroupStatus| {
+        (g.process_group_id.to_string(), resources::pod(c, g, "h"))
+    };
+    let mut pods: BTreeMap<String, Pod> = groups.iter().map(|g| built(&c, g)).collect();
+    assert_eq!(servers_per_disk(&c, &groups, &pods), (vec![2], vec![1]));
+    c.spec.storage_servers_per_pod = 1;
+    c.spec.log_servers_per_pod = 2;
+    let (id, p) = built(&c, &groups[1]);
+    pods.insert(id, p);
+    assert_eq!(
+        servers_per_disk(&c, &groups, &pods),
+        (vec![1, 2], vec![2, 1]),
+        "storage-1 still runs two, log-1 one"
+    );
+}
+
+#[test]
+fn a_process_running_the_real_monitors_command_line_is_not_incorrect() {
+    // What fdb-kubernetes-monitor publishes and runs for a storage pod of cluster `c`
+    // (kubernetes.go: the variables its arguments read plus BINARY_DIR; monitor.go:
+    // `/usr/bin/fdbserver` for a protocol-compatible version; config.go: the arguments in
+    // order after the binary), written out here rather than derived from our own renderer.
+    let cluster = FoundationDBCluster::new(
+        "c",
+        FoundationDBClusterSpec {
+            version: "7.1.57".into(),
+            ..Default::default()
+        },
+    );
+    let desired = resources::monitor_conf(&cluster, &ProcessClass::new("storage")).to_string();
+    let published = r#"{"BINARY_DIR":"/usr/bin","FDB_INSTANCE_ID":"storage-1","FDB_MACHINE_ID":"node-a","FDB_PUBLIC_IP":"127.1.0.5","FDB_ZONE_ID":"node-a"}"#;
+    let real = "/usr/bin/fdbserver --cluster_file=/var/fdb/data/fdb.cluster \
+        --seed_cluster_file=/var/dynamic-conf/fdb.cluster --public_address=[127.1.0.5]:4501 \
+        --class=storage --logdir=/var/log/fdb-trace-logs --loggroup=c \
+        --datadir=/var/fdb/data/1 --locality_process_id=storage-1-1 \
+        --locality_instance_id=storage-1 --locality_machineid=node-a --locality_zoneid=node-a";
+    let mut p = pod("Running", "127.1.0.5", "h");
+    let annotations = p.metadata.annotations.as_mut().unwrap();
+    annotations.insert(monitor::LAUNCHER_ENVIRONMENT_KEY.into(), published.into());
+    annotations.insert(monitor::LAUNCHER_CONFIGURATION_KEY.into(), desired.clone());
+    let lines = expected_command_lines(Some(&desired), Some(&p), 1);
+    assert_eq!(lines, vec![real.to_owned()]);
+    let judged = |line: &str| {
+        let process = ProcessInfo {
+            command_line: line.into(),
+            version: "7.1.57".into(),
+            locality: [(
+                crate::admin::status::LOCALITY_PROCESS_ID.to_string(),
+                "storage-1-1".to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let seen = Observed {
+            pod: Some(&p),
+            pvc: true,
+            status_has_processes: true,
+            processes: vec![&process],
+            spec_hash: "h".into(),
+            command_lines: lines.clone(),
+            version: Some("7.1.57".into()),
+            ..Default::default()
+        };
+        let mut g = group("storage-1", "storage");
+        g.process_group_conditions.clear();
+        update_group(&mut g, &seen, true, t(200));
+        kinds(&g).into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        judged(real),
+        Vec::<String>::new(),
+        "the real monitor's line is correct"
+    );
+    // The old rule (`binaryPath` from the configuration, `fdbserver`) is not what the
+    // monitor runs: such a line is wrong.
+    let relative = real.replacen("/usr/bin/fdbserver", "fdbserver", 1);
+    assert_eq!(judged(&relative), vec!["IncorrectCommandLine"]);
+    // A monitor that published no BINARY_DIR is not judged.
+    let mut bare = p.clone();
+    bare.metadata.annotations.as_mut().unwrap().insert(
+        monitor::LAUNCHER_ENVIRONMENT_KEY.into(),
+        published.replace(r#""BINARY_DIR":"/usr/bin","#, ""),
+    );
+    assert!(expected_command_lines(Some(&desired), Some(&bare), 1).is_empty());
+}
+
+#[test]
+fn a_status_without_connection_string_adopts_the_config_maps_then_the_seed() {
+    let cm = |cs: Option<&str>| ConfigMap {
+        data: Some(
+            cs.map(|cs| [("cluster-file".to_string(), cs.to_string())].into())
+                .unwrap_or_default(),
+        ),
+        ..Default::default()
+    };
+    let owned_by = |uid: &str| {
+        let mut c = cm(Some("c:g@127.1.0.1:4501"));
+        c.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                controller: Some(true),
+                uid: uid.into(),
+                ..Default::default()
+            },
+        ]);
+        c
+    };
+    let seed = "old:gen1@127.1.0.9:4501";
+    #[rustfmt::skip]
+    let cases: Vec<(&str, Option<ConfigMap>, &str, &str)> = vec![
+        ("the config map's cluster file first", Some(cm(Some("c:g@127.1.0.1:4501"))), seed, "c:g@127.1.0.1:4501"),
+        ("an empty cluster file does not count", Some(cm(Some(""))), seed, seed),
+        ("no cluster file: the seed", Some(cm(None)), seed, seed),
+        ("no config map: the seed", None, seed, seed),
+        ("nothing at all", None, "", ""),
+        ("this cluster's config map", Some(owned_by("uid-1")), seed, "c:g@127.1.0.1:4501"),
+        ("a deleted namesake's config map does not count", Some(owned_by("uid-0")), seed, seed),
+    ];
+    for (name, cm, seed, want) in cases {
+        assert_eq!(
+            adopted_connection_string(cm.as_ref(), "uid-1", seed),
+            want,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_group_removed_without_exclusion_counts_as_excluded_at_once() {
+    use crate::cluster::remove_process_groups::removable;
+    let mut c = FoundationDBCluster::new(
+        "c",
+        FoundationDBClusterSpec {
+            version: "7.1.57".into(),
+            ..Default::default()
+        },
+    );
+    c.spec.process_groups_to_remove = vec![ProcessGroupId::new("storage-1")];
+    c.spec.process_groups_to_remove_without_exclusion = vec![ProcessGroupId::new("stateless-2")];
+    let with_ip = |id: &str, class: &str| {
+        let mut g = group(id, class);
+        g.addresses = vec!["127.1.0.4".into()];
+        g
+    };
+    let mut groups = vec![
+        with_ip("storage-1", "storage"),
+        with_ip("stateless-2", "stateless"),
+        with_ip("log-3", "log"),
+    ];
+    for g in &mut groups {
+        mark_spec_removal(&c, g, t(300));
+    }
+    let [storage, stateless, log] = &groups[..] else {
+        unreachable!()
+    };
+    // processGroupsToRemove: marked, to be excluded before it goes.
+    assert!(storage.is_marked_for_removal() && !storage.is_excluded());
+    // processGroupsToRemoveWithoutExclusion (`kubectl fdb remove --exclusion=false`): marked,
+    // exclusionSkipped, excluded as of now: ExcludeProcesses has nothing to exclude for it and
+    // its resources may go at once.
+    assert!(stateless.is_marked_for_removal() && stateless.exclusion_skipped);
+    assert_eq!(stateless.exclusion_timestamp, Some(Time(t(300))));
+    assert!(!log.is_marked_for_removal());
+    let ids: Vec<String> = removable(&c, &groups)
+        .iter()
+        .map(|g| g.process_group_id.to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        vec!["stateless-2"],
+        "only the skipped one is removable yet"
+    );
+    // Marking again (every pass) keeps the first timestamps.
+    let mut again = stateless.clone();
+    mark_spec_removal(&c, &mut again, t(900));
+    assert_eq!(again.exclusion_timestamp, Some(Time(t(300))));
+    assert_eq!(again.removal_timestamp, stateless.removal_timestamp);
 }

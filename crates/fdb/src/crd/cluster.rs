@@ -240,7 +240,9 @@ pub struct FoundationDBClusterSpec {
     pub use_explicit_listen_address: Option<bool>,
 
     /// `unified` (default: fdb-kubernetes-monitor, configuration through pod annotations) or
-    /// `split` (fdbmonitor plus the sidecar's HTTP API).
+    /// `split` (fdbmonitor plus the sidecar's HTTP API). This operator builds only the unified
+    /// image: a cluster asking for `split` is reported invalid (`SpecValid` False, reason
+    /// `InvalidSpec`) and left as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024), extend("enum" = ["split", "unified"], "default" = "unified"))]
     pub image_type: Option<String>,

@@ -672,8 +672,10 @@ impl FoundationDBCluster {
 
     /// Checks the spec as upstream's `Validate` does (everything the API server cannot):
     /// a parseable, supported version; a storage engine the version supports; stateful
-    /// coordinator classes; IP family 4 or 6; a known interaction mode. Every problem is
-    /// listed, joined with `, `.
+    /// coordinator classes; IP family 4 or 6; a known interaction mode. And, a Flotilla
+    /// addition, the unified image: `imageType: split` is accepted by the CRD (as upstream's)
+    /// but not built here, so it is a problem rather than silently built as unified. Every
+    /// problem is listed, joined with `, `.
     pub fn validate(&self) -> Result<(), String> {
         let version = FdbVersion::parse(&self.spec.version).map_err(|e| e.to_string())?;
         if !version.is_supported() {
@@ -714,6 +716,12 @@ impl FoundationDBCluster {
         if mode != "fdbcli" && mode != "managementapi" {
             problems.push(format!(
                 "database interaction mode: \"{mode}\" is not supported allowed values: [fdbcli, managementapi]."
+            ));
+        }
+        if !self.use_unified_image() {
+            problems.push(format!(
+                "imageType {:?} is not supported by this operator, which builds only the unified image (fdb-kubernetes-monitor): set imageType: unified (the default)",
+                self.spec.image_type.as_deref().unwrap_or_default()
             ));
         }
         if problems.is_empty() {
@@ -853,6 +861,16 @@ mod tests {
         assert_eq!(
             c.validate().unwrap_err(),
             "storage engine ssd-redwood-1 is not supported on version 7.1.57, stateless is not a valid process class for coordinators, Pod IP Family 5 is not valid, only 4 or 6 are allowed."
+        );
+        let split = cluster(serde_json::json!({"version": "7.1.57", "imageType": "split"}));
+        assert_eq!(
+            split.validate().unwrap_err(),
+            "imageType \"split\" is not supported by this operator, which builds only the unified image (fdb-kubernetes-monitor): set imageType: unified (the default)"
+        );
+        assert!(
+            cluster(serde_json::json!({"version": "7.1.57", "imageType": "unified"}))
+                .validate()
+                .is_ok()
         );
         let c = cluster(serde_json::json!({"version": "6.3.25"}));
         assert!(c.validate().unwrap_err().contains("not supported"));

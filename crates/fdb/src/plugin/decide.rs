@@ -60,6 +60,8 @@ pub enum Mark {
     Warn,
     /// An issue.
     Error,
+    /// A heading or blank line, on stdout with no sign.
+    Plain,
 }
 
 impl Mark {
@@ -69,6 +71,7 @@ impl Mark {
             Mark::Good => '✔',
             Mark::Warn => '⚠',
             Mark::Error => '✖',
+            Mark::Plain => return format!("{text}\n"),
         };
         format!("{sign} {text}\n")
     }
@@ -284,6 +287,10 @@ pub fn analyze(
         a.lines
             .push((Mark::Good, "Pods are all running and available".to_owned()));
     }
+    if !fault_domains(cluster, &mut a.lines) {
+        a.found_issues = true;
+    }
+    a.lines.push((Mark::Plain, String::new()));
     // A pod whose group is replaced goes with its group (upstream compared the groups' IDs
     // with pod names here, so such pods were deleted as well).
     a.delete_pods = stuck_pods
@@ -292,6 +299,68 @@ pub fn analyze(
         .map(|(_, pod)| pod)
         .collect();
     a
+}
+
+/// The fault-domain summary of `analyze`, as upstream prints it: per process class (classes in
+/// descending order), the fault domains its process groups use, counting neither groups
+/// marked for removal nor groups never scheduled (no fault domain); where some domain holds
+/// several groups, the three that hold the most. A class spread over more domains than the
+/// redundancy mode needs is good, exactly as many a warning, fewer an issue; so is a cluster
+/// with no fault domain known at all. Returns whether no issue was found.
+pub fn fault_domains(cluster: &FoundationDBCluster, lines: &mut Vec<(Mark, String)>) -> bool {
+    use std::collections::BTreeMap;
+    let mut summary: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    let groups = cluster
+        .status
+        .as_ref()
+        .map(|s| s.process_groups.as_slice())
+        .unwrap_or_default();
+    for g in groups {
+        if g.is_marked_for_removal() || g.fault_domain.is_empty() {
+            continue;
+        }
+        *summary
+            .entry(g.process_class.0.as_str())
+            .or_default()
+            .entry(g.fault_domain.as_str())
+            .or_default() += 1;
+    }
+    if summary.is_empty() {
+        lines.push((
+            Mark::Warn,
+            "Could not fetch fault domain information for cluster".to_owned(),
+        ));
+        return false;
+    }
+    lines.push((Mark::Plain, "Fault Domain Summary for cluster:".to_owned()));
+    let minimum = usize::try_from(cluster.minimum_fault_domains()).unwrap_or(0);
+    let mut valid = true;
+    for (class, domains) in summary.iter().rev() {
+        let total: usize = domains.values().sum();
+        let mut line = format!(
+            "{class}: Total: {} fault domains, {total} process groups",
+            domains.len()
+        );
+        if domains.len() != total {
+            // Most groups first; a tie in name order (upstream's order there is Go's map order).
+            let mut top: Vec<(&str, usize)> = domains.iter().map(|(d, n)| (*d, *n)).collect();
+            top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            line.push_str(" top 3 fault domains:");
+            for (d, n) in top.iter().take(3) {
+                line.push_str(&format!(" {d}: {n}"));
+            }
+        }
+        let mark = match domains.len().cmp(&minimum) {
+            std::cmp::Ordering::Greater => Mark::Good,
+            std::cmp::Ordering::Equal => Mark::Warn,
+            std::cmp::Ordering::Less => {
+                valid = false;
+                Mark::Error
+            }
+        };
+        lines.push((mark, line));
+    }
+    valid
 }
 
 /// How process groups are chosen (upstream's selection flags).
@@ -381,6 +450,50 @@ pub fn select(
         }
     }
     Ok(out)
+}
+
+/// Upstream's cross-cluster selection (`-l/--cluster-label` without `-c`): the named pods
+/// grouped by the value of their `label` (the name of their cluster), clusters in name order
+/// and pods in the order given; `Err` names a pod without that label.
+pub fn group_by_cluster(
+    pods: &[Pod],
+    label: &str,
+) -> Result<BTreeMap<String, Vec<String>>, String> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for pod in pods {
+        let name = pod.name_any();
+        let cluster = pod
+            .labels()
+            .get(label)
+            .ok_or_else(|| format!("no cluster-label '{label}' found for pod '{name}'"))?;
+        let names = out.entry(cluster.clone()).or_default();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(out)
+}
+
+/// Why a selection cannot go across clusters (no `-c`), as upstream refuses it: only pods
+/// named by their names can be looked up by their cluster label.
+pub fn check_cross_cluster(sel: &Selection) -> Result<(), String> {
+    if sel.process_class.is_some() || !sel.conditions.is_empty() || !sel.match_labels.is_empty() {
+        return Err(
+            "selection of process groups by cluster-label (cross-cluster selection) is \
+            incompatible with process-class, process-condition, and match-labels options.  \
+            Please specify a cluster"
+                .into(),
+        );
+    }
+    if sel.use_process_group_id {
+        return Err(
+            "process-group IDs do not name a cluster: pass -c with --use-process-group-id".into(),
+        );
+    }
+    if sel.ids.is_empty() {
+        return Err("podNames will not be selected without cluster specification".into());
+    }
+    Ok(())
 }
 
 fn groups(cluster: &FoundationDBCluster) -> Vec<ProcessGroupStatus> {
@@ -491,6 +604,21 @@ pub fn configuration(cluster: &FoundationDBCluster, fail_over: bool) -> Result<S
     desired
         .configuration_string()
         .map_err(|e| format!("cluster {:?}: {e}", cluster.name_any()))
+}
+
+/// `get configuration --update`: the database configuration to write into the spec (the
+/// spec's own, with `fail_over` the priorities of the two main data centers swapped, as
+/// upstream's `updateConfig`), or `None` when that is what the spec already says.
+pub fn updated_configuration(
+    cluster: &FoundationDBCluster,
+    fail_over: bool,
+) -> Option<DatabaseConfiguration> {
+    let current = &cluster.spec.database_configuration;
+    let mut updated = current.clone();
+    if fail_over {
+        fail_over_regions(&mut updated);
+    }
+    (updated != *current).then_some(updated)
 }
 
 /// Swaps the priorities of the main (non-satellite) data centers of a two-region
@@ -736,11 +864,21 @@ pub fn exec_argv(namespace: &str, pod: &str, command: &[String], tty: bool) -> V
 
 /// The arguments of `kubectl` that print `status json` from inside `pod`.
 pub fn status_argv(namespace: &str, pod: &str) -> Vec<String> {
-    in_main_container(namespace, pod, false, &["fdbcli", "--exec", "status json"])
+    fdbcli_argv(namespace, pod, "status json")
+}
+
+/// The arguments of `kubectl` that run `fdbcli --exec COMMAND` inside `pod` (no shell).
+pub fn fdbcli_argv(namespace: &str, pod: &str, command: &str) -> Vec<String> {
+    in_main_container(namespace, pod, false, &["fdbcli", "--exec", command])
 }
 
 /// `kubectl exec [-i] -n NS POD -c foundationdb -- COMMAND…`.
-fn in_main_container(namespace: &str, pod: &str, stdin: bool, command: &[&str]) -> Vec<String> {
+pub(super) fn in_main_container(
+    namespace: &str,
+    pod: &str,
+    stdin: bool,
+    command: &[&str],
+) -> Vec<String> {
     let mut argv = vec!["exec".to_owned()];
     if stdin {
         argv.push("-i".into());

@@ -46,13 +46,19 @@ fn text(a: &Analysis) -> Vec<String> {
 
 #[test]
 fn a_healthy_cluster_has_only_good_lines() {
-    let c = healthy(json!([{"processGroupID": "storage-1", "processClass": "storage"}]));
-    let a = analyze(
-        &c,
-        &[pod("c1-storage-1", "storage-1", "Running")],
-        &AnalyzeOptions::default(),
-        t(0),
-    );
+    let c = healthy(json!([
+        {"processGroupID": "storage-1", "processClass": "storage", "faultDomain": "zone-a"},
+        {"processGroupID": "storage-2", "processClass": "storage", "faultDomain": "zone-b"},
+        {"processGroupID": "storage-3", "processClass": "storage", "faultDomain": "zone-c"},
+    ]));
+    let pods = ["1", "2", "3"].map(|n| {
+        pod(
+            &format!("c1-storage-{n}"),
+            &format!("storage-{n}"),
+            "Running",
+        )
+    });
+    let a = analyze(&c, &pods, &AnalyzeOptions::default(), t(0));
     assert_eq!(
         text(&a),
         [
@@ -61,9 +67,64 @@ fn a_healthy_cluster_has_only_good_lines() {
             "✔ Cluster is reconciled",
             "✔ ProcessGroups are all in ready condition",
             "✔ Pods are all running and available",
+            "Fault Domain Summary for cluster:",
+            "✔ storage: Total: 3 fault domains, 3 process groups",
+            "",
         ]
     );
     assert!(!a.found_issues);
+}
+
+#[test]
+fn the_fault_domain_summary_counts_domains_per_class_against_the_redundancy_mode() {
+    // double redundancy needs 2 fault domains.
+    let c = healthy(json!([
+        {"processGroupID": "storage-1", "processClass": "storage", "faultDomain": "zone-a"},
+        {"processGroupID": "storage-2", "processClass": "storage", "faultDomain": "zone-a"},
+        {"processGroupID": "storage-3", "processClass": "storage", "faultDomain": "zone-b"},
+        {"processGroupID": "storage-4", "processClass": "storage", "faultDomain": "zone-c"},
+        {"processGroupID": "storage-5", "processClass": "storage", "faultDomain": "zone-c"},
+        {"processGroupID": "storage-6", "processClass": "storage", "faultDomain": "zone-c"},
+        {"processGroupID": "storage-7", "processClass": "storage", "faultDomain": "zone-d"},
+        // Marked for removal, or never scheduled: not counted.
+        {"processGroupID": "storage-8", "processClass": "storage", "faultDomain": "zone-e",
+         "removalTimestamp": "2024-01-01T00:00:00Z"},
+        {"processGroupID": "storage-9", "processClass": "storage"},
+        {"processGroupID": "log-1", "processClass": "log", "faultDomain": "zone-a"},
+        {"processGroupID": "log-2", "processClass": "log", "faultDomain": "zone-b"},
+        {"processGroupID": "cluster_controller-1", "processClass": "cluster_controller",
+         "faultDomain": "zone-a"},
+    ]));
+    let mut lines = Vec::new();
+    assert!(
+        !fault_domains(&c, &mut lines),
+        "one class below the minimum"
+    );
+    let text: Vec<String> = lines
+        .iter()
+        .map(|(m, l)| m.render(l).trim_end().to_owned())
+        .collect();
+    assert_eq!(
+        text,
+        [
+            "Fault Domain Summary for cluster:",
+            "✔ storage: Total: 4 fault domains, 7 process groups top 3 fault domains: zone-c: 3 zone-a: 2 zone-b: 1",
+            "⚠ log: Total: 2 fault domains, 2 process groups",
+            "✖ cluster_controller: Total: 1 fault domains, 1 process groups",
+        ]
+    );
+
+    // No fault domain known at all: a warning, counted as an issue (as upstream).
+    let unknown = healthy(json!([{"processGroupID": "storage-1", "processClass": "storage"}]));
+    let mut lines = Vec::new();
+    assert!(!fault_domains(&unknown, &mut lines));
+    assert_eq!(
+        lines,
+        [(
+            Mark::Warn,
+            "Could not fetch fault domain information for cluster".to_owned()
+        )]
+    );
 }
 
 #[test]
@@ -103,6 +164,8 @@ fn conditions_removals_and_pods_are_reported_and_fixed_as_upstream() {
             "⚠ Ignored 1 conditions",
             "✖ Pod ns/c1-storage-7 has unexpected Phase Pending with Reason:",
             "✖ Pod ns/c1-storage-7 with the ID storage-7 is not part of the cluster spec status",
+            "⚠ Could not fetch fault domain information for cluster",
+            "",
         ]
     );
     assert!(a.found_issues);
@@ -276,6 +339,31 @@ fn the_configuration_is_what_the_operator_configures_and_fail_over_swaps_priorit
         [("a".into(), 0), ("a-sat".into(), 1), ("b".into(), 1)]
     );
     assert_eq!(two.regions[0].satellite_logs, 3, "satellite settings kept");
+    // --update writes the spec's own configuration failed over, only when that changes it.
+    assert_eq!(updated_configuration(&c, false), None);
+    assert_eq!(
+        updated_configuration(&c, true),
+        None,
+        "one region: nothing to swap"
+    );
+    let mut ha = healthy(json!([]));
+    ha.spec.database_configuration = serde_json::from_value(json!({
+        "redundancy_mode": "triple",
+        "regions": [{"datacenters": [{"id": "a", "priority": 1}]},
+                    {"datacenters": [{"id": "b", "priority": 0}]}],
+    }))
+    .unwrap();
+    let updated = updated_configuration(&ha, true).expect("priorities swap");
+    assert_eq!(
+        updated.redundancy_mode, "triple",
+        "the spec's own fields, not the desired form"
+    );
+    assert_eq!(
+        updated.role_counts,
+        ha.spec.database_configuration.role_counts
+    );
+    assert_eq!(updated.regions[0].data_centers[0].priority, 0);
+    assert_eq!(updated.regions[1].data_centers[0].priority, 1);
 }
 
 fn process(id: &str, excluded: bool, roles: &[(&str, i64)]) -> ProcessInfo {
@@ -503,5 +591,72 @@ fn exec_runs_the_command_or_bash_in_the_main_container() {
             "--",
             "bash"
         ]
+    );
+}
+
+#[test]
+fn pods_named_without_a_cluster_are_grouped_by_their_cluster_label() {
+    let label = "foundationdb.org/fdb-cluster-name";
+    let mut other = pod("c2-log-1", "log-1", "Running");
+    other.labels_mut().insert(label.into(), "c2".into());
+    let pods = [
+        other,
+        pod("c1-storage-2", "storage-2", "Running"),
+        pod("c1-storage-1", "storage-1", "Running"),
+        pod("c1-storage-2", "storage-2", "Running"),
+    ];
+    let groups = group_by_cluster(&pods, label).expect("grouped");
+    assert_eq!(
+        groups.into_iter().collect::<Vec<_>>(),
+        [
+            (
+                "c1".to_owned(),
+                vec!["c1-storage-2".to_owned(), "c1-storage-1".to_owned()]
+            ),
+            ("c2".to_owned(), vec!["c2-log-1".to_owned()]),
+        ],
+        "clusters in name order, pods as given, once"
+    );
+    assert_eq!(
+        group_by_cluster(&pods, "team"),
+        Err("no cluster-label 'team' found for pod 'c2-log-1'".into())
+    );
+}
+
+#[test]
+fn only_pod_names_select_across_clusters() {
+    let names = Selection {
+        ids: vec!["c1-storage-1".into()],
+        ..Selection::default()
+    };
+    assert_eq!(check_cross_cluster(&names), Ok(()));
+    let refused = [
+        Selection {
+            process_class: Some("log".into()),
+            ..Selection::default()
+        },
+        Selection {
+            conditions: vec!["MissingProcesses".into()],
+            ..names.clone()
+        },
+        Selection {
+            match_labels: [("a".to_owned(), "b".to_owned())].into(),
+            ..names.clone()
+        },
+    ];
+    for sel in refused {
+        assert!(
+            check_cross_cluster(&sel).is_err_and(|e| e.contains("incompatible with process-class")),
+            "{sel:?}"
+        );
+    }
+    let ids = Selection {
+        use_process_group_id: true,
+        ..names.clone()
+    };
+    assert!(check_cross_cluster(&ids).is_err_and(|e| e.contains("pass -c")));
+    assert_eq!(
+        check_cross_cluster(&Selection::default()),
+        Err("podNames will not be selected without cluster specification".into())
     );
 }

@@ -9,13 +9,23 @@
 //! and exits 1). Every mutating command only edits the cluster's spec or deletes pods; the
 //! operator does the work. Commands:
 //! - `analyze CLUSTER… | --all-clusters`: [`decide::analyze`]; with `--auto-fix`, the groups
-//!   it names are added to `processGroupsToRemove` and long-failed pods deleted.
-//! - `get configuration CLUSTER…`: the `configure` arguments ([`decide::configuration`]).
+//!   it names are added to `processGroupsToRemove` and long-failed pods deleted; with
+//!   `--analyze-status`, the processes' messages in `status json`
+//!   ([`analyze_status::analyze_status`]), restarted one by one with `--auto-fix`.
+//! - `deprecation [CLUSTER…]`: each spec against its normalised form ([`deprecation`]).
+//! - `recover-multi-region-cluster CLUSTER`: upstream's forced recovery after the loss of a
+//!   coordinator majority ([`recover`], steps in `recover_run`).
+//! - `get configuration CLUSTER…`: the `configure` arguments ([`decide::configuration`]);
+//!   with `--update`, the spec's database configuration (failed over with `--fail-over`)
+//!   written back into each cluster's spec after a confirmed diff
+//!   ([`decide::updated_configuration`]).
 //! - `get exclusion-status CLUSTER`: the ongoing exclusions every `--interval` until none is
 //!   left ([`decide::exclusions`]), from `status json`.
 //! - `remove process-groups -c CLUSTER [IDS…]`: adds the selected groups
 //!   ([`decide::select`]) to the removal list ([`decide::removal_list`]), guarded by the
-//!   cluster's `resourceVersion`.
+//!   cluster's `resourceVersion`. Without `-c`, here and in `restart`, `buggify` and `cordon`,
+//!   the named pods (the pods on the nodes) are grouped by their `-l/--cluster-label`
+//!   ([`decide::group_by_cluster`]) and each cluster is changed in turn.
 //! - `cordon -c CLUSTER NODE… | --node-selector`: the same for every group with a pod on
 //!   those nodes.
 //! - `restart -c CLUSTER [PODS…]`: restarts the selected groups' fdbserver processes.
@@ -37,7 +47,12 @@
 //! FoundationDB binaries: then the plugin runs them itself against the cluster's connection
 //! string through the operator's own admin client (restarts are then `fdbcli kill`).
 
+pub mod analyze_status;
 pub mod decide;
+pub mod deprecation;
+pub mod recover;
+mod recover_run;
+mod run_status;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -110,6 +125,13 @@ pub struct Cli {
 enum Command {
     /// Analyze if the given clusters have any issues.
     Analyze(AnalyzeArgs),
+    /// Checks the given cluster(s) for deprecated settings.
+    Deprecation(DeprecationArgs),
+    /// Recover a multi-region cluster if a majority of coordinators is lost permanently.
+    RecoverMultiRegionCluster {
+        /// The cluster.
+        cluster: String,
+    },
     /// Get information about a cluster.
     Get {
         #[command(subcommand)]
@@ -182,6 +204,24 @@ struct AnalyzeArgs {
     /// Count the process groups marked for removal instead of listing them.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     ignore_removals: bool,
+    /// Also analyze the machine-readable status of the clusters.
+    #[arg(long)]
+    analyze_status: bool,
+}
+
+#[derive(Args, Debug)]
+struct DeprecationArgs {
+    /// The clusters (every cluster in the namespace when none).
+    clusters: Vec<String>,
+    /// Apply the defaults of the next major version rather than those of this one.
+    #[arg(long)]
+    use_future_defaults: bool,
+    /// Only carry deprecated fields over; `=false` also writes out unchanged defaults.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    only_show_changes: bool,
+    /// Print the normalised cluster spec instead of a diff.
+    #[arg(long)]
+    show_cluster_spec: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -193,6 +233,9 @@ enum GetCommand {
         /// Swap the priorities of the two main data centers (an HA fail-over).
         #[arg(long)]
         fail_over: bool,
+        /// Write the configuration into the cluster spec instead of printing it.
+        #[arg(long)]
+        update: bool,
     },
     /// The exclusion status of every excluded process.
     ExclusionStatus {
@@ -216,9 +259,12 @@ enum RemoveCommand {
 
 #[derive(Args, Debug)]
 struct SelectionArgs {
-    /// The cluster.
+    /// The cluster; without it, each named pod's cluster is read from its `--cluster-label`.
     #[arg(short = 'c', long = "fdb-cluster")]
-    cluster: String,
+    cluster: Option<String>,
+    /// The pod label naming a pod's cluster, for pods of several clusters named without `-c`.
+    #[arg(short = 'l', long, default_value = crate::crd::CLUSTER_LABEL)]
+    cluster_label: String,
     /// Every process group of this class (the IDs are ignored).
     #[arg(long)]
     process_class: Option<String>,
@@ -316,9 +362,13 @@ struct CrashLoopArgs {
 
 #[derive(Args, Debug)]
 struct CordonArgs {
-    /// The cluster.
+    /// The cluster; without it, every pod on the nodes with a `--cluster-label`, each in its
+    /// own cluster.
     #[arg(short = 'c', long = "fdb-cluster")]
-    cluster: String,
+    cluster: Option<String>,
+    /// The pod label naming a pod's cluster (without `-c`).
+    #[arg(short = 'l', long, default_value = crate::crd::CLUSTER_LABEL)]
+    cluster_label: String,
     /// The nodes.
     nodes: Vec<String>,
     /// Select the nodes by labels (`k=v,k2=v2`) instead of naming them.
@@ -399,7 +449,7 @@ impl Io<'_> {
     fn mark(&mut self, mark: Mark, text: &str) -> Result<(), PluginError> {
         let line = mark.render(text);
         match mark {
-            Mark::Good => self.out(&line),
+            Mark::Good | Mark::Plain => self.out(&line),
             Mark::Warn | Mark::Error => self.err(&line),
         }
     }
@@ -461,11 +511,27 @@ async fn run(cli: &Cli, s: &Session, io: &mut Io<'_>) -> Result<(), PluginError>
     let r = Run { cli, s };
     match &cli.command {
         Command::Analyze(a) => r.analyze(a, io).await,
+        Command::Deprecation(a) => r.deprecation(a, io).await,
+        Command::RecoverMultiRegionCluster { cluster } => r.recover(cluster, io).await,
         Command::Get {
             what:
                 GetCommand::Configuration {
                     clusters,
                     fail_over,
+                    update: true,
+                },
+        } => {
+            for name in clusters {
+                r.update_configuration(name, *fail_over, io).await?;
+            }
+            Ok(())
+        }
+        Command::Get {
+            what:
+                GetCommand::Configuration {
+                    clusters,
+                    fail_over,
+                    update: false,
                 },
         } => {
             for name in clusters {
@@ -568,7 +634,16 @@ impl Run<'_> {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(",");
-        let mut lp = ListParams::default().labels(&selector);
+        self.pods_by_selector(&selector, node).await
+    }
+
+    // The namespace's pods matching the label `selector`, optionally on one node.
+    async fn pods_by_selector(
+        &self,
+        selector: &str,
+        node: Option<&str>,
+    ) -> Result<Vec<Pod>, PluginError> {
+        let mut lp = ListParams::default().labels(selector);
         if let Some(n) = node {
             lp = lp.fields(&format!("spec.nodeName={n}"));
         }
@@ -576,7 +651,7 @@ impl Run<'_> {
             .list(&lp)
             .await
             .map_err(|e| PluginError::Api {
-                action: format!("list the pods of cluster {:?}", c.name_any()),
+                action: format!("list the pods matching {selector:?}"),
                 source: e,
             })?
             .items)
@@ -635,6 +710,11 @@ impl Run<'_> {
                 errors.push(format!(
                     "found issues for cluster {name}. Please check them"
                 ));
+            }
+            if a.analyze_status
+                && let Err(e) = self.analyze_cluster_status(&c, a.auto_fix, io).await
+            {
+                errors.push(e.to_string());
             }
         }
         if errors.is_empty() {
@@ -717,6 +797,44 @@ impl Run<'_> {
             .await
             .map_err(|e| PluginError::kube("foundationdbcluster", &name, self.ns(), "patch", e))?;
         Ok(added)
+    }
+
+    // `get configuration --update`: the spec's database configuration (failed over with
+    // `fail_over`) written back after the diff is confirmed (`-w`), guarded by the
+    // resourceVersion it was read at. Nothing to change: said, nothing written.
+    async fn update_configuration(
+        &self,
+        name: &str,
+        fail_over: bool,
+        io: &mut Io<'_>,
+    ) -> Result<(), PluginError> {
+        let c = self.cluster(name).await?;
+        let Some(updated) = decide::updated_configuration(&c, fail_over) else {
+            io.err(&format!(
+                "the database configuration of cluster {name} is already as asked\n"
+            ))?;
+            return Ok(());
+        };
+        if self.cli.wait {
+            let yaml = |v: &crate::crd::DatabaseConfiguration| {
+                serde_yaml::to_string(v).unwrap_or_default()
+            };
+            let diff =
+                deprecation::line_diff(&yaml(&c.spec.database_configuration), &yaml(&updated));
+            let question = format!("The following changes will be made:\n{}", diff.trim_end());
+            if !io.confirm(&question)? {
+                return Err(PluginError::Refused("user aborted the change".into()));
+            }
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": c.resource_version()},
+            "spec": {"databaseConfiguration": updated},
+        });
+        self.clusters_api()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| PluginError::kube("foundationdbcluster", name, self.ns(), "patch", e))?;
+        Ok(())
     }
 
     // Writes `status.connectionString`, guarded by the resourceVersion `c` was read at.
@@ -806,30 +924,52 @@ impl Run<'_> {
         container: Option<&str>,
         io: &mut Io<'_>,
     ) -> Result<(), PluginError> {
-        let c = self.cluster(&a.select.cluster).await?;
-        let (name, ns) = (c.name_any(), self.ns().to_owned());
-        let (edit, ids) = if a.clean {
-            (decide::ListEdit::Clean, Vec::new())
-        } else {
-            let sel = a.select.selection(a.ids.clone())?;
-            let ids = if sel.is_empty() {
-                Vec::new()
-            } else {
-                let pods = self.pods(&c, None).await?;
-                decide::select(&c, &pods, &sel).map_err(PluginError::Refused)?
+        if a.clean {
+            let Some(cluster) = &a.select.cluster else {
+                return Err(PluginError::Refused(
+                    "clean option requires cluster-name argument".into(),
+                ));
             };
+            let c = self.cluster(cluster).await?;
+            return self
+                .buggify_edit(&c, container, decide::ListEdit::Clean, Vec::new(), io)
+                .await;
+        }
+        let sel = a.select.selection(a.ids.clone())?;
+        if sel.is_empty() {
+            return Err(PluginError::Refused(
+                "please provide at least one Pod".into(),
+            ));
+        }
+        let edit = if a.clear {
+            decide::ListEdit::Clear
+        } else {
+            decide::ListEdit::Add
+        };
+        for (cluster, sel) in self.targets(&a.select, sel).await? {
+            let c = self.cluster(&cluster).await?;
+            let pods = self.pods(&c, None).await?;
+            let ids = decide::select(&c, &pods, &sel).map_err(PluginError::Refused)?;
             if ids.is_empty() {
                 return Err(PluginError::Refused(
                     "please provide at least one Pod".into(),
                 ));
             }
-            let edit = if a.clear {
-                decide::ListEdit::Clear
-            } else {
-                decide::ListEdit::Add
-            };
-            (edit, ids)
-        };
+            self.buggify_edit(&c, container, edit, ids, io).await?;
+        }
+        Ok(())
+    }
+
+    // One `buggify` list edit of cluster `c`, after confirmation.
+    async fn buggify_edit(
+        &self,
+        c: &FoundationDBCluster,
+        container: Option<&str>,
+        edit: decide::ListEdit,
+        ids: Vec<ProcessGroupId>,
+        io: &mut Io<'_>,
+    ) -> Result<(), PluginError> {
+        let (name, ns) = (c.name_any(), self.ns().to_owned());
         let shown = format!(
             "[{}]",
             ids.iter()
@@ -881,7 +1021,7 @@ impl Run<'_> {
                 (value, list)
             }
         };
-        self.patch_buggify(&c, value).await?;
+        self.patch_buggify(c, value).await?;
         let what = container.map_or_else(
             || "no-schedule list".to_owned(),
             |ct| format!("crash-loop list of container {ct}"),
@@ -926,9 +1066,23 @@ impl Run<'_> {
                 "name the process groups to remove, or pass a selection flag".into(),
             ));
         }
-        let c = self.cluster(&a.select.cluster).await?;
+        for (cluster, sel) in self.targets(&a.select, sel).await? {
+            self.remove_from(&cluster, &sel, a, io).await?;
+        }
+        Ok(())
+    }
+
+    // `remove process-groups` in one cluster.
+    async fn remove_from(
+        &self,
+        cluster: &str,
+        sel: &Selection,
+        a: &RemoveArgs,
+        io: &mut Io<'_>,
+    ) -> Result<(), PluginError> {
+        let c = self.cluster(cluster).await?;
         let pods = self.pods(&c, None).await?;
-        let mut ids = decide::select(&c, &pods, &sel).map_err(PluginError::Refused)?;
+        let mut ids = decide::select(&c, &pods, sel).map_err(PluginError::Refused)?;
         if a.remove_all_failed {
             for id in decide::failed(&c, jiff::Timestamp::now()) {
                 if !ids.contains(&id) {
@@ -984,24 +1138,7 @@ impl Run<'_> {
         let mut summary = Vec::new();
         let mut errors = Vec::new();
         for node in &nodes {
-            // Read again per node: the previous node's patch changed the resourceVersion.
-            let c = self.cluster(&a.cluster).await?;
-            let pods = self.pods(&c, Some(node)).await?;
-            if pods.is_empty() {
-                io.err(&format!("Cordoning node: {node} has no running pods\n"))?;
-                summary.push((node, 0));
-                continue;
-            }
-            io.out(&format!("Cordoning node: {node}\n"))?;
-            let sel = Selection {
-                ids: pods.iter().map(ResourceExt::name_any).collect(),
-                ..Selection::default()
-            };
-            let result = match decide::select(&c, &pods, &sel) {
-                Ok(ids) => self.add_to_removals(&c, &ids, a.exclusion, io).await,
-                Err(e) => Err(PluginError::Refused(e)),
-            };
-            match result {
+            match self.cordon_node(a, node, io).await {
                 Ok(n) => {
                     total += n;
                     summary.push((node, n));
@@ -1027,6 +1164,55 @@ impl Run<'_> {
         }
     }
 
+    // Adds the groups with a pod on `node` to their clusters' removal lists: `-c`'s pods, or
+    // every pod with the cluster label, each to its own cluster. How many were new.
+    async fn cordon_node(
+        &self,
+        a: &CordonArgs,
+        node: &str,
+        io: &mut Io<'_>,
+    ) -> Result<usize, PluginError> {
+        let by_cluster: Vec<(String, Vec<Pod>)> = match &a.cluster {
+            Some(cluster) => {
+                let c = self.cluster(cluster).await?;
+                vec![(cluster.clone(), self.pods(&c, Some(node)).await?)]
+            }
+            None => {
+                let pods = self.pods_by_selector(&a.cluster_label, Some(node)).await?;
+                let groups = decide::group_by_cluster(&pods, &a.cluster_label)
+                    .map_err(PluginError::Refused)?;
+                groups
+                    .into_iter()
+                    .map(|(cluster, names)| {
+                        let mine = pods
+                            .iter()
+                            .filter(|p| names.contains(&p.name_any()))
+                            .cloned()
+                            .collect();
+                        (cluster, mine)
+                    })
+                    .collect()
+            }
+        };
+        if by_cluster.iter().all(|(_, pods)| pods.is_empty()) {
+            io.err(&format!("Cordoning node: {node} has no running pods\n"))?;
+            return Ok(0);
+        }
+        io.out(&format!("Cordoning node: {node}\n"))?;
+        let mut added = 0;
+        for (cluster, pods) in by_cluster {
+            // Read per node: the previous node's patch changed the resourceVersion.
+            let c = self.cluster(&cluster).await?;
+            let sel = Selection {
+                ids: pods.iter().map(ResourceExt::name_any).collect(),
+                ..Selection::default()
+            };
+            let ids = decide::select(&c, &pods, &sel).map_err(PluginError::Refused)?;
+            added += self.add_to_removals(&c, &ids, a.exclusion, io).await?;
+        }
+        Ok(added)
+    }
+
     async fn restart(&self, a: &RestartArgs, io: &mut Io<'_>) -> Result<(), PluginError> {
         let sel = a.select.selection(a.ids.clone())?;
         if sel.is_empty() && !a.all_processes {
@@ -1034,15 +1220,37 @@ impl Run<'_> {
                 "name the pods to restart, pass a selection flag or --all-processes".into(),
             ));
         }
-        let c = self.cluster(&a.select.cluster).await?;
+        if a.all_processes {
+            let Some(cluster) = &a.select.cluster else {
+                return Err(PluginError::Refused(
+                    "--all-processes needs the cluster (-c)".into(),
+                ));
+            };
+            return self.restart_in(cluster, None, io).await;
+        }
+        for (cluster, sel) in self.targets(&a.select, sel).await? {
+            self.restart_in(&cluster, Some(&sel), io).await?;
+        }
+        Ok(())
+    }
+
+    // `restart` in one cluster: the groups `sel` chooses, or (`None`) all of them.
+    async fn restart_in(
+        &self,
+        cluster: &str,
+        sel: Option<&Selection>,
+        io: &mut Io<'_>,
+    ) -> Result<(), PluginError> {
+        let c = self.cluster(cluster).await?;
         let pods = self.pods(&c, None).await?;
-        let ids = if a.all_processes {
-            let label = c.process_group_id_label();
-            pods.iter()
-                .filter_map(|p| p.labels().get(&label).cloned().map(ProcessGroupId))
-                .collect()
-        } else {
-            decide::select(&c, &pods, &sel).map_err(PluginError::Refused)?
+        let ids = match sel {
+            None => {
+                let label = c.process_group_id_label();
+                pods.iter()
+                    .filter_map(|p| p.labels().get(&label).cloned().map(ProcessGroupId))
+                    .collect()
+            }
+            Some(sel) => decide::select(&c, &pods, sel).map_err(PluginError::Refused)?,
         };
         let label = c.process_group_id_label();
         let chosen: Vec<String> = pods
@@ -1096,6 +1304,36 @@ impl Run<'_> {
                 Ok(())
             }
         }
+    }
+
+    // The clusters a selection names, each with its own selection: `-c`, or without it the
+    // named pods grouped by their `--cluster-label` (upstream's cross-cluster selection).
+    async fn targets(
+        &self,
+        select: &SelectionArgs,
+        sel: Selection,
+    ) -> Result<Vec<(String, Selection)>, PluginError> {
+        if let Some(cluster) = &select.cluster {
+            return Ok(vec![(cluster.clone(), sel)]);
+        }
+        decide::check_cross_cluster(&sel).map_err(PluginError::Refused)?;
+        let api = Api::<Pod>::namespaced(self.s.client.clone(), self.ns());
+        let mut pods = Vec::new();
+        for name in &sel.ids {
+            let pod = api.get_opt(name).await.map_err(|e| PluginError::Api {
+                action: format!("get pod {}/{name}", self.ns()),
+                source: e,
+            })?;
+            pods.push(pod.ok_or_else(|| {
+                PluginError::Refused(format!("could not get pod: {}/{name}", self.ns()))
+            })?);
+        }
+        let by_cluster =
+            decide::group_by_cluster(&pods, &select.cluster_label).map_err(PluginError::Refused)?;
+        Ok(by_cluster
+            .into_iter()
+            .map(|(cluster, ids)| (cluster, Selection { ids, ..sel.clone() }))
+            .collect())
     }
 
     fn admin(
@@ -1179,20 +1417,7 @@ impl Run<'_> {
     async fn exec(&self, name: &str, command: &[String]) -> Result<(), PluginError> {
         use std::io::IsTerminal;
         let c = self.cluster(name).await?;
-        let running: Vec<String> = self
-            .pods(&c, None)
-            .await?
-            .iter()
-            .filter(|p| running(p))
-            .map(ResourceExt::name_any)
-            .collect();
-        if running.is_empty() {
-            return Err(PluginError::Refused(format!(
-                "cluster {:?} has no running pod to exec into",
-                c.name_any()
-            )));
-        }
-        let pod = &running[fastrand::usize(..running.len())];
+        let pod = &self.random_running_pod(&c, "exec into").await?;
         let tty = std::io::stdin().is_terminal();
         let argv = decide::exec_argv(self.ns(), pod, command, tty);
         let status = self

@@ -10,6 +10,8 @@
 //!   ([`crate::backup::conditions`]).
 //! - The step keeps what fdbrestore said in the pass for StartRestore, and writes the status
 //!   only when it changed.
+//! - A restore this pass already saw `completed` is not read again: the pass's last step
+//!   (R3) after R1 saw the completion calls nothing, so a completed restore is read once.
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
@@ -63,6 +65,9 @@ impl Step<Pass> for UpdateRestoreStatus {
 
     fn run<'a>(&'a self, pass: &'a mut Pass) -> BoxFuture<'a, StepResult> {
         Box::pin(async move {
+            if pass.status().state == "completed" {
+                return Ok(Flow::Continue);
+            }
             let text = match pass.admin.get_restore_status().await {
                 Ok(t) => Some(t),
                 Err(AdminError::RestoreDoesNotExist) => None,

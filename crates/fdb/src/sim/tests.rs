@@ -66,6 +66,7 @@ fn setup() -> (Registry, FakeDatabase, CliAdminClient) {
         address: format!("127.2.0.{i}:4501"),
         class: ProcessClass(if i == 4 { "log" } else { "storage" }.into()),
         instance_id: format!("storage-{i}"),
+        process_id: String::new(),
         zone: format!("z{i}"),
         version: "7.1.57".into(),
         command_line: String::new(),

@@ -73,7 +73,7 @@ async fn world(seed: Option<u64>, violations: &Violations) -> anyhow::Result<Wor
     let setup = Setup {
         crds: fdb::crd::crds(),
         prefix: "fdb-chaos",
-        rbac: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fdb/rbac"),
+        rbac: testenv::workspace_root().join("deploy/fdb/rbac"),
         deploy_namespace: DEPLOY_NAMESPACE,
     };
     let base = Base::new(setup, seed).await?;

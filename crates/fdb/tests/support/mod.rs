@@ -168,8 +168,7 @@ impl Harness {
                 .expect("install CRD");
         }
         let ns = TestNamespace::new(&client, prefix).await;
-        let rbac_dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fdb/rbac");
+        let rbac_dir = testenv::workspace_root().join("deploy/fdb/rbac");
         let rbac = testenv::rbac::install_rbac(&client, &rbac_dir, "fdb-operator-system", &ns.name)
             .await
             .expect("install RBAC");
