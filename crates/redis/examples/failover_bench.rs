@@ -28,7 +28,7 @@
 #[allow(dead_code)]
 mod data;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -333,7 +333,7 @@ async fn setup(args: &Args) -> anyhow::Result<(Bench, Counted, Guards)> {
         testenv::install_crd(&admin, crd).await?;
     }
     let ns = TestNamespace::new(&admin, "redis-bench").await;
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redis/rbac");
+    let dir = testenv::workspace_root().join("deploy/redis/rbac");
     let rbac = testenv::rbac::install_rbac(&admin, &dir, DEPLOY_NAMESPACE, &ns.name).await?;
     let token = testenv::identity::service_account_token(&admin, &ns.name, SA).await?;
     let counted = Counted::start().await?;

@@ -37,6 +37,25 @@ pub struct Settings {
     pub max_concurrent_reconciles: usize,
     /// How often a converged cluster's instances are polled.
     pub poll_interval: Duration,
+    /// Crash points for tests (none in the operator binary).
+    pub handoff_hook: Option<HandoffHook>,
+}
+
+/// Asked after each failover or switchover step has been carried out (durable writes done),
+/// with the cluster's namespace and the step's [`crate::cluster::handoff::Step::kind`]; `true`
+/// stops the pass there for good, as if the operator had crashed right after that step, until
+/// its task is dropped. Tests use it to restart the operator after every step in turn,
+/// deterministically; the operator binary never sets one.
+#[derive(Clone)]
+pub struct HandoffHook(pub Arc<HandoffHookFn>);
+
+/// The function of a [`HandoffHook`]: (namespace, step kind) → stop here.
+pub type HandoffHookFn = dyn Fn(&str, &'static str) -> bool + Send + Sync;
+
+impl std::fmt::Debug for HandoffHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HandoffHook")
+    }
 }
 
 impl Default for Settings {
@@ -48,6 +67,7 @@ impl Default for Settings {
             },
             max_concurrent_reconciles: 5,
             poll_interval: Duration::from_secs(5),
+            handoff_hook: None,
         }
     }
 }
@@ -61,6 +81,9 @@ pub struct Memory {
     pub streak_of: String,
     /// A target that refused a promotion or handover, and why (cleared on the next pass).
     pub refused: Option<(String, String)>,
+    /// The last pass found the cluster paused (`redis.io/reconciliationLoop: disabled`), so
+    /// the pause and the resumption are each announced once.
+    pub paused: bool,
 }
 
 /// Shared by the controllers.

@@ -28,6 +28,10 @@
 //!     pause writes, wait for the replica's offset, then demote), then kill clients;
 //!   - `POST /v1/backup` [`BackupRequest`] → [`BackupResult`]: starts a backup in the
 //!     background and answers at once (202) with its id; `GET /v1/backup/<id>` reports it.
+//!   - `DELETE /v1/backup/<id>` [`BackupRequest`] (the backup's name, method and
+//!     destination) → [`CommandResult`]: deletes that backup's stored artifact (200 when it
+//!     is gone, deleted or not there; 409 while the backup still runs on the instance or when
+//!     the store refused, with its reason).
 //! - Versions: [`API_VERSION`] is sent in header [`VERSION_HEADER`] both ways; a mismatch is a
 //!   409 naming both, never a misread body.
 

@@ -81,6 +81,14 @@ pub const ANN_OPERATOR_FENCED: &str = "redis.io/operatorFencedInstances";
 pub const ANN_APPLIED_HASH: &str = "redis.io/applied-hash";
 /// The fencing annotation's wildcard: every instance is fenced.
 pub const FENCE_ALL: &str = "*";
+/// On the RedisCluster: `"disabled"` pauses the RedisCluster controller for this cluster
+/// (CloudNativePG's `cnpg.io/reconciliationLoop`); `"enabled"` or absent reconciles.
+pub const ANN_RECONCILIATION_LOOP: &str = "redis.io/reconciliationLoop";
+/// Values [`ANN_RECONCILIATION_LOOP`] accepts.
+pub const RECONCILIATION_LOOP_VALUES: [&str; 2] = ["enabled", "disabled"];
+/// On a RedisBackup with `deletionPolicy: Delete`: the artifact is deleted from the object
+/// store before the object goes.
+pub const FINALIZER_ARTIFACT: &str = "redis.io/artifact-cleanup";
 
 /// Values [`ANN_HIBERNATION`] accepts (case-sensitive, as upstream's webhook).
 pub const HIBERNATION_VALUES: [&str; 5] = ["on", "off", "true", "false", ""];
@@ -150,6 +158,9 @@ pub const DATA_DIR: &str = "/data";
 pub const CONTROLLER_DIR: &str = "/controller";
 /// Where the init container puts the binary (`copy-binary <this>`).
 pub const MANAGER_BINARY: &str = "/controller/manager";
+/// redis-server's Unix socket (mode 700): the instance manager's own connection, and
+/// `kubectl redis cli`'s (redis-server listens on the pod IP only, never on 127.0.0.1).
+pub const REDIS_SOCKET: &str = "/controller/redis.sock";
 /// Projected Secrets: `/projected/<secret>/<key>`.
 pub const PROJECTED_DIR: &str = "/projected";
 /// TLS material (`tls.crt`, `tls.key`, `ca.crt`).

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admission::{Webhook, WebhookFlags};
 use crate::cluster::build::PodSettings;
+use crate::context::HandoffHook;
 use crate::context::{Context, Settings};
 use crate::instance_client::https::HttpsConnector;
 use crate::metrics::RedisMetrics;
@@ -66,6 +67,12 @@ pub struct ControllerFlags {
     /// run, before it fails (a Go duration such as `1h` or `90s`).
     #[arg(long, env = "BACKUP_TIMEOUT", default_value = "1h", value_parser = parse_timeout)]
     pub backup_timeout: Duration,
+
+    /// How long the artifact of a deleted RedisBackup with `deletionPolicy: Delete` may take to
+    /// be deleted from the object store (no data pod to ask, the store refusing) before it is
+    /// kept with a Warning `ArtifactKept` and the RedisBackup released (a Go duration).
+    #[arg(long, env = "ARTIFACT_DELETION_TIMEOUT", default_value = "10m", value_parser = parse_timeout)]
+    pub artifact_deletion_timeout: Duration,
 
     /// The admission webhook server and its PKI.
     #[command(flatten)]
@@ -150,6 +157,7 @@ impl ControllerFlags {
             },
             max_concurrent_reconciles: self.max_concurrent_reconciles,
             poll_interval: std::time::Duration::from_secs(self.status_poll_seconds.max(1)),
+            handoff_hook: None,
         }
     }
 
@@ -184,6 +192,17 @@ pub async fn run_with_client(
     shutdown: CancellationToken,
     on_webhook: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
+    run_with_hook(flags, client, shutdown, on_webhook, None).await
+}
+
+/// [`run_with_client`] with a [`HandoffHook`] (crash points for tests).
+pub async fn run_with_hook(
+    flags: ControllerFlags,
+    client: Client,
+    shutdown: CancellationToken,
+    on_webhook: impl FnOnce(SocketAddr),
+    hook: Option<HandoffHook>,
+) -> anyhow::Result<()> {
     flags.validate()?;
     // A child token: a failing part stops its sibling without cancelling the caller's token.
     let inner = shutdown.child_token();
@@ -195,10 +214,12 @@ pub async fn run_with_client(
     let metrics = RedisMetrics::register(operator.metrics());
     let backups = BackupSettings {
         backup_timeout: flags.backup_timeout,
+        artifact_deletion_timeout: flags.artifact_deletion_timeout,
         concurrency: flags.max_concurrent_reconciles,
         enabled: flags.enabled()?,
     };
-    let (settings, namespaces) = (flags.settings(), flags.namespaces());
+    let (mut settings, namespaces) = (flags.settings(), flags.namespaces());
+    settings.handoff_hook = hook;
     let run = move |rc| controllers(rc, settings, namespaces, backups, metrics);
     if !flags.webhook.webhook_enabled {
         readiness.set_ready(true);
@@ -235,6 +256,7 @@ pub struct Enabled {
 #[derive(Clone, Copy, Debug)]
 struct BackupSettings {
     backup_timeout: Duration,
+    artifact_deletion_timeout: Duration,
     concurrency: usize,
     enabled: Enabled,
 }
@@ -257,12 +279,14 @@ async fn controllers(
         connector.clone(),
         metrics,
     ));
-    let shared = Arc::new(crate::backup::Shared::new(
+    let mut shared = crate::backup::Shared::new(
         rc.client.clone(),
         &rc.metrics,
         backups.backup_timeout,
         connector,
-    ));
+    );
+    shared.artifact_timeout = backups.artifact_deletion_timeout;
+    let shared = Arc::new(shared);
     let rc = RunContext {
         shutdown: rc.shutdown.child_token(),
         ..rc

@@ -374,3 +374,64 @@ async fn redis_backups_go_to_azure_and_restore_into_a_fresh_data_directory() {
             .expect("stop");
     }
 }
+
+/// Delete Blob, as the instance sends it for a RedisBackup with `deletionPolicy: Delete`, with
+/// each kind of credentials: the blob goes, a missing one counts as gone (404 is done), and a
+/// SAS without the delete permission is the service's refusal, with its code.
+#[tokio::test]
+async fn blobs_are_deleted_with_each_kind_of_credentials_and_a_missing_blob_counts_as_gone() {
+    let server = start("deletions").await;
+    let scratch = Scratch::new("delete");
+    let d = destination(&server.endpoint(), "deletions");
+    let src = file(&scratch.0, "artifact.rdb", 10_000);
+    let connection = format!(
+        "DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};BlobEndpoint={};",
+        server.endpoint()
+    );
+    let sas = account_sas("rwdlac");
+    let cases: [(&str, Vec<(&str, &str)>); 3] = [
+        (
+            "key",
+            vec![
+                ("AZURE_STORAGE_ACCOUNT", ACCOUNT),
+                ("AZURE_STORAGE_KEY", KEY),
+            ],
+        ),
+        ("connection string", vec![("connectionString", &connection)]),
+        ("sas", vec![("AZURE_STORAGE_SAS_TOKEN", &sas)]),
+    ];
+    let dest = BackupDestination {
+        s3: None,
+        azure: Some(d.clone()),
+    };
+    for (i, (what, files)) in cases.into_iter().enumerate() {
+        let store = Store::open(&dest, &scratch.creds(&files)).expect(what);
+        let key = format!("backups/demo/d{i}.rdb");
+        store.put_file(&key, &src).await.expect(what);
+        assert!(store.delete(&key).await.expect(what), "{what}: deleted");
+        let back = scratch.0.join(format!("gone-{i}"));
+        let err = store.get_to_file(&key, &back).await.expect_err(what);
+        assert!(err.contains("BlobNotFound"), "{what}: {err}");
+        assert!(!store.delete(&key).await.expect(what), "{what}: not there");
+    }
+    // Read and write, no delete permission: refused, saying why, and the blob stays.
+    let writer = Store::open(
+        &dest,
+        &scratch.creds(&[("AZURE_STORAGE_SAS_TOKEN", &account_sas("rwlac"))]),
+    )
+    .expect("sas");
+    writer
+        .put_file("backups/demo/stays.rdb", &src)
+        .await
+        .expect("put");
+    let err = writer
+        .delete("backups/demo/stays.rdb")
+        .await
+        .expect_err("no delete permission");
+    assert!(err.contains("HTTP 403"), "{err}");
+    let back = scratch.0.join("stays");
+    writer
+        .get_to_file("backups/demo/stays.rdb", &back)
+        .await
+        .expect("still there");
+}

@@ -1,13 +1,22 @@
-//! The RedisBackup controller on the real control plane, against real instance-manager pods on
-//! the process-backed nodes (made by hand until the cluster controller makes them) and a real
-//! S3 server (s3s-fs, verifying SigV4) on the nodes' loopback gateway. The operator runs in
-//! the test process as its own ServiceAccount under deploy/redis/rbac.
+//! The RedisBackup controller on the real control plane, with real instance managers and
+//! redis-server on the process-backed nodes and a real S3 server (s3s-fs, verifying SigV4) on
+//! the nodes' loopback gateway. The operator runs in the test process as its own
+//! ServiceAccount under deploy/redis/rbac.
 //!
-//! Checked: a `prefer-replica` backup runs on the in-sync replica, never on a Sentinel pod,
-//! and completes with its object in the bucket (status, cluster condition, Events, metrics);
-//! `primary` and a fenced replica send it to the primary; a failing destination fails it
-//! with the store's reason; the deadline fails a backup that cannot start and one that
-//! never finishes; a completed backup restores into a new cluster's first pod.
+//! Most tests make the data pods by hand (as the cluster controller builds them) and run only
+//! the backup controllers, to put a backup in situations a cluster would not reach by itself
+//! (a Sentinel pod that is an in-sync replica, a black-holed store, a fenced replica).
+//! Checked there: a `prefer-replica` backup runs on the in-sync replica, never on a Sentinel
+//! pod, and completes with its object in the bucket (status, cluster condition, Events,
+//! metrics); `primary` and a fenced replica send it to the primary; a failing destination
+//! fails it with the store's reason; the deadline fails a backup that cannot start and one
+//! that never finishes; a completed backup restores into a hand-made pod of a new cluster.
+//!
+//! [`a_backup_restores_into_a_new_cluster_with_every_key_and_value_on_each_instance`] runs the
+//! whole operator instead: a source cluster made by the cluster controller, its data
+//! acknowledged by both replicas, a RedisBackup, and a new cluster bootstrapped from it by
+//! `bootstrap.backupName`, compared key by key and value by value on every instance; then
+//! the backup is deleted and the new cluster's pod 0 rebuilt on a new PVC without it.
 
 use std::time::Duration;
 
@@ -19,6 +28,7 @@ use redis::instance_api::Boot;
 use serde_json::{Value, json};
 use testenv::procnode;
 
+mod operator;
 mod support;
 
 use support::operator::Operator;
@@ -441,4 +451,285 @@ async fn a_completed_backup_restores_into_the_first_pod_of_a_new_cluster() {
         "{init:?}"
     );
     op.stop().await;
+}
+
+/// Every key of the instance at `ip` with its value in a canonical form: its type and
+/// contents, members of sets and fields of hashes sorted (the order `DUMP` serialises an
+/// unordered set in differs between a primary and its replica).
+async fn dataset(ip: &str, password: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
+    use redis::instance::resp::Value;
+    let mut c = operator::data::connect(ip, password)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {ip}: {e}"));
+    let items = |v: Value| -> Vec<Vec<u8>> {
+        match v {
+            Value::Array(Some(items)) => items
+                .into_iter()
+                .map(|i| match i {
+                    Value::Bulk(Some(b)) => b,
+                    other => other.text().unwrap_or_default().into_bytes(),
+                })
+                .collect(),
+            other => panic!("an array, not {other:?}"),
+        }
+    };
+    let keys = c.command(&["KEYS", "*"]).await.expect("KEYS");
+    let mut out = std::collections::BTreeMap::new();
+    for k in items(keys) {
+        let key = String::from_utf8_lossy(&k).into_owned();
+        let kind = c.command(&["TYPE", &key]).await.expect("TYPE").text();
+        let kind = kind.unwrap_or_default();
+        let mut parts: Vec<Vec<u8>> = match kind.as_str() {
+            "string" => match c.command(&["GET", &key]).await.expect("GET") {
+                Value::Bulk(Some(b)) => vec![b],
+                other => panic!("GET {key} answered {other:?}"),
+            },
+            "list" => items(
+                c.command(&["LRANGE", &key, "0", "-1"])
+                    .await
+                    .expect("LRANGE"),
+            ),
+            "set" => {
+                let mut m = items(c.command(&["SMEMBERS", &key]).await.expect("SMEMBERS"));
+                m.sort();
+                m
+            }
+            "hash" => {
+                let flat = items(c.command(&["HGETALL", &key]).await.expect("HGETALL"));
+                let mut pairs: Vec<Vec<u8>> = flat
+                    .chunks(2)
+                    .map(|p| [p[0].as_slice(), b"=", p[1].as_slice()].concat())
+                    .collect();
+                pairs.sort();
+                pairs
+            }
+            "zset" => items(
+                c.command(&["ZRANGE", &key, "0", "-1", "WITHSCORES"])
+                    .await
+                    .expect("ZRANGE"),
+            ),
+            other => panic!("{key} has type {other:?}"),
+        };
+        parts.insert(0, kind.into_bytes());
+        out.insert(key, parts.join(&b"\n"[..]));
+    }
+    out
+}
+
+/// The first keys whose values differ between `want` and `got` (or that only one has), with
+/// both values.
+fn differences(
+    want: &std::collections::BTreeMap<String, Vec<u8>>,
+    got: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> Vec<String> {
+    let keys: std::collections::BTreeSet<&String> = want.keys().chain(got.keys()).collect();
+    keys.into_iter()
+        .filter(|k| want.get(*k) != got.get(*k))
+        .take(5)
+        .map(|k| {
+            let show = |v: Option<&Vec<u8>>| v.map(|v| String::from_utf8_lossy(v).into_owned());
+            format!("{k}: {:?} vs {:?}", show(want.get(k)), show(got.get(k)))
+        })
+        .collect()
+}
+
+/// The whole operator on the process-backed nodes (cluster, backup and scheduled-backup
+/// controllers): a 3-instance source cluster holds strings, a hash, a list, a set and a sorted
+/// set, written to its primary and acknowledged by both replicas with `WAIT 2`; a RedisBackup
+/// of it completes in the S3 server; a new 3-instance cluster with `bootstrap.backupName`
+/// reaches Healthy with `bootstrapCompleted`, and every key and value (type and contents) is
+/// on each of its instances, as on each instance of the source. Then the
+/// RedisBackup is deleted and the new cluster's pod 0 deleted with its PVC: it comes back
+/// without the restore init container (the bootstrap is over), resynchronised from the new
+/// primary with every key (before, pod 0 would have waited in Init for the deleted backup).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backup_restores_into_a_new_cluster_with_every_key_and_value_on_each_instance() {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+    use kube::ResourceExt;
+    let started = std::time::Instant::now();
+    let env = operator::Env::on_process_nodes("rb-restore", &[]).await;
+    let gateway = procnode::gateway().expect("gateway").to_string();
+    let store = support::s3_server(BUCKET, &gateway).await;
+    let creds = support::pods::secret(
+        "s3-creds",
+        &[
+            ("AWS_ACCESS_KEY_ID", support::AK),
+            ("AWS_SECRET_ACCESS_KEY", support::SK),
+        ],
+    );
+    env.api::<Secret>()
+        .create(&PostParams::default(), &creds)
+        .await
+        .expect("credentials");
+    let spec = |extra: Value| {
+        let mut s = json!({"instances": 3, "storage": {"size": "1Gi"},
+            "backupCredentialsSecret": {"name": "s3-creds"}});
+        s.as_object_mut()
+            .expect("spec")
+            .extend(extra.as_object().expect("extra").clone());
+        s
+    };
+    env.create("src", spec(json!({}))).await;
+    env.healthy("src", 3).await;
+    let pw = env.password("src").await;
+    let ip = env.pod_ip("src-0").await.expect("src-0 ip");
+    let mut c = operator::data::connect(&ip, &pw).await.expect("primary");
+    let stamp = jiff::Timestamp::now().as_millisecond();
+    for i in 0..300 {
+        let v = format!("value-{i}-{stamp}");
+        c.command(&["SET", &format!("s{i}"), &v])
+            .await
+            .expect("SET");
+    }
+    for i in 0..50 {
+        let (f, v) = (format!("f{i}"), format!("{}", i * 7));
+        c.command(&["HSET", "hash", &f, &v]).await.expect("HSET");
+        c.command(&["RPUSH", "list", &v]).await.expect("RPUSH");
+        c.command(&["SADD", "set", &f]).await.expect("SADD");
+        c.command(&["ZADD", "zset", &v, &f]).await.expect("ZADD");
+    }
+    let acked = c.command(&["WAIT", "2", "5000"]).await.expect("WAIT");
+    assert_eq!(acked.int(), Some(2), "both replicas acknowledged");
+    drop(c);
+    let want = dataset(&ip, &pw).await;
+    assert_eq!(want.len(), 304, "300 strings and four collections");
+    for r in ["src-1", "src-2"] {
+        let ip = env.pod_ip(r).await.expect("ip");
+        let got = dataset(&ip, &pw).await;
+        let differ = differences(&want, &got);
+        assert!(
+            differ.is_empty(),
+            "{r} holds what was acknowledged: {differ:?}"
+        );
+    }
+
+    let b: RedisBackup = obj(json!({"apiVersion": "redis.io/v1", "kind": "RedisBackup",
+        "metadata": {"name": "snap"},
+        "spec": {"clusterName": "src",
+                 "destination": {"s3": {"bucket": BUCKET, "path": "src", "endpoint": store.endpoint}}}}));
+    let backups: Api<RedisBackup> = env.api();
+    backups
+        .create(&PostParams::default(), &b)
+        .await
+        .expect("backup");
+    let snap = testenv::wait_for(&backups, "snap", T, |b: &RedisBackup| {
+        matches!(phase(b), Some(BackupPhase::Completed | BackupPhase::Failed))
+    })
+    .await
+    .expect("the backup finished");
+    let st = snap.status.clone().expect("status");
+    assert_eq!(phase(&snap), Some(BackupPhase::Completed), "{st:?}");
+    assert!(store.root.join(BUCKET).join("src/snap.rdb").exists());
+    let backed_up = started.elapsed();
+
+    env.create("copy", spec(json!({"bootstrap": {"backupName": "snap"}})))
+        .await;
+    let rc = env.healthy("copy", 3).await;
+    let restored = started.elapsed();
+    assert!(
+        rc.status.as_ref().is_some_and(|s| s.bootstrap_completed),
+        "bootstrapCompleted once Healthy"
+    );
+    let pods = env.api::<Pod>();
+    let p0 = pods.get("copy-0").await.expect("copy-0");
+    let init = p0
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.clone())
+        .unwrap_or_default();
+    assert!(
+        init.iter().any(|c| c.name == "restore-data"
+            && c.state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .map(|t| t.exit_code)
+                == Some(0)),
+        "copy-0 was restored by its init container: {init:?}"
+    );
+    let pwc = env.password("copy").await;
+    for r in ["copy-0", "copy-1", "copy-2"] {
+        let ip = env.pod_ip(r).await.expect("ip");
+        let got = dataset(&ip, &pwc).await;
+        let differ: Vec<&String> = want
+            .keys()
+            .chain(got.keys())
+            .filter(|k| want.get(*k) != got.get(*k))
+            .take(5)
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{r}: {} keys, first differences {differ:?}",
+            got.len()
+        );
+    }
+
+    // The bootstrap is over: the backup may go, and a pod 0 rebuilt on a new PVC no longer
+    // needs it.
+    backups
+        .delete("snap", &Default::default())
+        .await
+        .expect("delete the backup");
+    testenv::eventually("snap deleted", T, || async {
+        backups.get_opt("snap").await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("gone");
+    let pvcs = env.api::<PersistentVolumeClaim>();
+    let old_pvc = pvcs.get("copy-data-0").await.expect("pvc").uid();
+    pvcs.delete("copy-data-0", &Default::default())
+        .await
+        .expect("delete the PVC");
+    pods.delete("copy-0", &Default::default())
+        .await
+        .expect("delete copy-0");
+    let old_pod = p0.uid();
+    let found = testenv::eventually("copy-0 rebuilt on a new PVC", 2 * T, || async {
+        let p = pods.get_opt("copy-0").await.ok()??;
+        let pvc = pvcs.get_opt("copy-data-0").await.ok()??;
+        (p.uid() != old_pod && pvc.uid() != old_pvc).then_some(())
+    })
+    .await;
+    if let Err(e) = found {
+        panic!("{e}: {}", env.summary("copy").await);
+    }
+    let rc = env
+        .wait("copy", 2 * T, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(redis::crd::ClusterPhase::Healthy)
+                    && s.ready_instances == 3
+                    && s.instances_status
+                        .get("copy-0")
+                        .is_some_and(|i| i.role == "slave")
+            })
+        })
+        .await;
+    let rebuilt = pods.get("copy-0").await.expect("copy-0");
+    let names: Vec<String> = rebuilt
+        .spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .map(|c| c.name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["copy-manager"],
+        "no restore once the bootstrap is over"
+    );
+    let ip = env.pod_ip("copy-0").await.expect("ip");
+    let got = dataset(&ip, &pwc).await;
+    let differ = differences(&want, &got);
+    assert!(
+        differ.is_empty(),
+        "copy-0 resynchronised: {} keys, {differ:?}",
+        got.len()
+    );
+    let primary = rc.status.expect("status").current_primary;
+    assert_ne!(
+        primary, "copy-0",
+        "a replica took over while pod 0 was rebuilt"
+    );
+    eprintln!(
+        "restore: backup Completed {backed_up:?}, copy Healthy {restored:?}, pod 0 rebuilt and in sync {:?} after the start",
+        started.elapsed()
+    );
 }

@@ -474,3 +474,113 @@ async fn a_larger_storage_size_grows_expandable_pvcs_and_reports_the_others() {
     let _ = classes.delete(&class, &DeleteParams::default()).await;
     let _ = pvs.delete(&pv_name, &DeleteParams::default()).await;
 }
+
+/// A deletion that a finalizer holds (here the test's own; a foreground deletion waits the
+/// same way for the children to go) shows phase `Deleting` with its reason until it ends.
+#[tokio::test]
+async fn a_cluster_whose_deletion_is_held_says_it_is_deleting() {
+    let env = Env::start("rc-deleting", &["--leader-elect=false"]).await;
+    env.create("demo", json!({"instances": 1, "storage": {"size": "1Gi"}}))
+        .await;
+    env.wait("demo", T, |c| {
+        c.status.as_ref().is_some_and(|s| s.phase.is_some())
+    })
+    .await;
+    env.patch(
+        "demo",
+        json!({"metadata": {"finalizers": ["test.redis.io/hold"]}}),
+    )
+    .await;
+    env.clusters()
+        .delete("demo", &Default::default())
+        .await
+        .expect("delete");
+    let rc = env
+        .wait("demo", T, |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.phase == Some(ClusterPhase::Deleting))
+        })
+        .await;
+    let st = rc.status.expect("status");
+    assert!(
+        st.phase_reason.contains("being deleted"),
+        "{}",
+        st.phase_reason
+    );
+    env.patch("demo", json!({"metadata": {"finalizers": null}}))
+        .await;
+    testenv::eventually("demo gone", T, || async {
+        env.clusters()
+            .get_opt("demo")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("gone");
+}
+
+/// `redis.io/reconciliationLoop: "disabled"` pauses the controller for the cluster: one
+/// Warning `ReconciliationDisabled`, then nothing — a scale-up is not carried out, not even
+/// recorded (`observedGeneration` stays), and a deleted pod is not recreated — until the
+/// annotation goes (`ReconciliationResumed`), when both are. The status names the Services
+/// and the instances (CloudNativePG's `writeService`, `readService`, `instanceNames`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_cluster_is_left_alone_until_the_annotation_goes() {
+    use std::time::Instant;
+    let env = Env::start("rc-pause", &["--leader-elect=false"]).await;
+    env.create("demo", json!({"instances": 2, "storage": {"size": "1Gi"}}))
+        .await;
+    let rc = env
+        .wait("demo", T, |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.instance_names == ["demo-0", "demo-1"])
+        })
+        .await;
+    let st = rc.status.expect("status");
+    assert_eq!(
+        (st.write_service.as_str(), st.read_service.as_str()),
+        ("demo-leader", "demo-any")
+    );
+    pods_are(&env, &["demo-0", "demo-1"]).await;
+
+    let ann = |v: serde_json::Value| json!({"metadata": {"annotations": {redis::names::ANN_RECONCILIATION_LOOP: v}}});
+    env.patch("demo", ann(json!("disabled"))).await;
+    let notes = env.wait_event("demo", "ReconciliationDisabled").await;
+    assert!(notes[0].contains("no failover"), "{notes:?}");
+    let paused = env.patch("demo", json!({"spec": {"instances": 3}})).await;
+    let generation = paused.metadata.generation.expect("generation");
+    let pods: Api<Pod> = env.api();
+    pods.delete("demo-1", &Default::default())
+        .await
+        .expect("delete demo-1");
+    pods_are(&env, &["demo-0"]).await;
+    // Longer than several poll intervals (2 s in these tests): look every 0.5 s.
+    let window = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < window {
+        assert_eq!(names(&pods, "redis.io/cluster=demo").await, ["demo-0"]);
+        let st = env
+            .clusters()
+            .get("demo")
+            .await
+            .expect("cluster")
+            .status
+            .expect("status");
+        assert!(st.observed_generation < generation, "{st:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await; // the sampling pace
+    }
+
+    env.patch("demo", ann(serde_json::Value::Null)).await;
+    env.wait_event("demo", "ReconciliationResumed").await;
+    pods_are(&env, &["demo-0", "demo-1", "demo-2"]).await;
+    env.wait("demo", T, move |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.observed_generation == generation
+                && s.instance_names == ["demo-0", "demo-1", "demo-2"]
+        })
+    })
+    .await;
+}

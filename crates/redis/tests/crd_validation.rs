@@ -3,7 +3,7 @@
 //! message, the transition rules (storage type, bootstrap, mode, replica mode) hold, the short
 //! names and columns are registered, and `kubectl apply -k deploy/redis` passes a server dry run.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -539,7 +539,7 @@ async fn short_names_categories_and_columns_are_registered() {
 }
 
 fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redis")
+    testenv::workspace_root().join("deploy/redis")
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@
 
 mod operator;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -29,7 +29,7 @@ const CLUSTER: &str = "cache";
 const T: Duration = Duration::from_secs(180);
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    testenv::workspace_root()
 }
 
 /// Scales the sample cluster to `n` and waits until it is Healthy with `n` ready instances.
@@ -52,7 +52,7 @@ async fn the_deployment_elects_one_leader_and_a_killed_or_deleted_leader_is_repl
     // The data pods' init container copies the instance manager from the operator's own image.
     let image = format!("{REPOSITORY}:{ns}");
     let _mapping = OperatorDeployment {
-        crate_dir: env!("CARGO_MANIFEST_DIR"),
+        crate_dir: "crates/redis",
         repository: REPOSITORY,
         binary: "redis-operator",
         binary_path: env!("CARGO_BIN_EXE_redis-operator"),

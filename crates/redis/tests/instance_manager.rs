@@ -537,6 +537,14 @@ async fn the_api_refuses_unauthenticated_and_unversioned_requests() {
             401,
         ),
         (
+            "no token, delete a backup's artifact",
+            http.delete(env.url(&format!("{}/b1", redis::names::PATH_BACKUP)))
+                .json(&json!({"backupName": "b1", "method": "rdb",
+                    "destination": {"s3": {"bucket": "bk"}}}))
+                .header(v.0, v.1),
+            401,
+        ),
+        (
             "no version",
             http.get(&status_url).bearer_auth(&env.token),
             409,
@@ -565,6 +573,28 @@ async fn the_api_refuses_unauthenticated_and_unversioned_requests() {
             "{case}: version header"
         );
     }
+    // Deleting a backup's artifact: only the key of the backup the path names, and only with
+    // the projected credentials (none here: refused, saying so).
+    let delete = |name: &str| {
+        json!({"backupName": name, "method": "rdb",
+            "destination": {"s3": {"bucket": "bk", "endpoint": "http://127.0.0.1:9"}}})
+    };
+    let path = format!("{}/b1", redis::names::PATH_BACKUP);
+    let (code, text) = env
+        .call(0, reqwest::Method::DELETE, &path, Some(delete("b2")))
+        .await
+        .expect("delete");
+    assert_eq!(code, 400, "{text}");
+    let (code, text) = env
+        .call(0, reqwest::Method::DELETE, &path, Some(delete("b1")))
+        .await
+        .expect("delete");
+    let r: instance_api::CommandResult = serde_json::from_str(&text).expect(&text);
+    assert_eq!(code, 409, "{text}");
+    assert!(
+        !r.done && r.message.contains("must include an AWS access key"),
+        "{r:?}"
+    );
     // The certificate names the cluster: a client expecting another name refuses it.
     let other = reqwest::Client::builder()
         .tls_built_in_root_certs(false)

@@ -3,10 +3,11 @@
 //! in-process through `main_with`, pointed at the plane with `--kubeconfig`.
 //!
 //! Checked: `status` shows the per-instance role, offset, lag and link; `fence on/off` edits
-//! the annotation; `hibernate` sets it; `promote` records the switchover intent and refuses a
+//! the annotation; `hibernate on/off` sets it; `restart` deletes only an instance's pod; `promote` records the switchover intent and refuses a
 //! fenced instance or the current primary; `backup` creates a RedisBackup; a missing cluster
 //! or pod is an error naming it.
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use redis::crd::{BackupTarget, RedisBackup, RedisCluster};
@@ -142,6 +143,50 @@ async fn status_fence_hibernate_promote_and_backup() {
     assert_eq!(b.spec.target, BackupTarget::Primary);
     let err = plugin(n, &["backup", "demo"]).await.unwrap_err();
     assert!(err.contains("exactly one of s3 or azure"), "{err}");
+
+    plugin(n, &["hibernate", "off", "demo"])
+        .await
+        .expect("wake up");
+    let rc = api.get("demo").await.expect("get");
+    assert_eq!(
+        rc.annotations()
+            .get("redis.io/hibernation")
+            .map(String::as_str),
+        Some("off")
+    );
+
+    // `restart` deletes the instance's pod (the operator, not running here, recreates it),
+    // and only a pod of the named cluster. The pods are never scheduled, so their deletion
+    // is immediate.
+    let pods = Api::<Pod>::namespaced(client.clone(), n);
+    for (name, cluster) in [("demo-1", "demo"), ("other-0", "other")] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"redis.io/cluster": cluster}},
+            "spec": {"schedulerName": "not-scheduled", "containers": [{"name": "redis", "image": "redis"}]}
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+    }
+    let out = plugin(n, &["restart", "demo", "demo-1"])
+        .await
+        .expect("restart");
+    assert!(out.contains("demo-1 restarting"), "{out}");
+    testenv::wait_deleted(&pods, "demo-1", std::time::Duration::from_secs(30))
+        .await
+        .expect("the instance's pod is deleted");
+    let err = plugin(n, &["restart", "demo", "other-0"])
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("not an instance of rediscluster \"demo\""),
+        "{err}"
+    );
+    assert!(
+        pods.get_opt("other-0").await.expect("get").is_some(),
+        "another cluster's pod is left alone"
+    );
 
     let err = plugin(n, &["status", "nope"]).await.unwrap_err();
     assert!(err.contains("rediscluster \"nope\" not found"), "{err}");

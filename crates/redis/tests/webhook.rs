@@ -4,7 +4,6 @@
 //! namespace, with the operator's self-made CA patched in as their caBundle. Each test creates
 //! objects as a user would and checks the verdict and what was stored.
 
-use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -94,7 +93,7 @@ impl Env {
                 .expect("install CRD");
         }
         let ns = TestNamespace::new(&client, prefix).await;
-        let rbac_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redis/rbac");
+        let rbac_dir = testenv::workspace_root().join("deploy/redis/rbac");
         let rbac =
             testenv::rbac::install_rbac(&client, &rbac_dir, "redis-operator-system", &ns.name)
                 .await
@@ -624,6 +623,10 @@ async fn memory_warnings_reach_kubectl() {
             json!({"storage": storage(), "instances": 3, "minSyncReplicas": 1, "maxSyncReplicas": 1,
                 "redis": {"min-replicas-to-write": "2"}}),
             "Warning: spec.redis sets min-replicas-to-write, which overrides",
+        ),
+        (
+            json!({"storage": storage(), "instances": 3, "minSyncReplicas": 1, "maxSyncReplicas": 2}),
+            "Warning: maxSyncReplicas has no effect: Redis replication has no upper bound",
         ),
     ];
     for (i, (spec, want)) in cases.into_iter().enumerate() {

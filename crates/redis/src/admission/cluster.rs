@@ -214,6 +214,15 @@ fn annotations(c: &RedisCluster) -> Vec<FieldError> {
             r#"must be "true" when present"#,
         ));
     }
+    if let Some(v) = ann.get(names::ANN_RECONCILIATION_LOOP)
+        && !names::RECONCILIATION_LOOP_VALUES.contains(&v.as_str())
+    {
+        errors.push(FieldError::invalid(
+            &format!("metadata.annotations[{}]", names::ANN_RECONCILIATION_LOOP),
+            v,
+            r#"must be "enabled" or "disabled""#,
+        ));
+    }
     errors
 }
 
@@ -360,6 +369,15 @@ fn warnings(c: &RedisCluster) -> Vec<String> {
             )),
             _ => {}
         }
+    }
+    if c.spec.max_sync_replicas > 0 {
+        warnings.push(format!(
+            "maxSyncReplicas has no effect: Redis replication has no upper bound on synchronous \
+             replicas (spec.maxSyncReplicas={} is accepted for compatibility and ignored); \
+             durability comes from spec.minSyncReplicas (min-replicas-to-write) and clients \
+             using WAIT",
+            c.spec.max_sync_replicas
+        ));
     }
     for key in ["min-replicas-to-write", "min-replicas-max-lag"] {
         if c.spec.min_sync_replicas > 0

@@ -57,6 +57,14 @@ fn annotation_values_are_checked() {
                 r#"metadata.annotations[redis.io/approve-primary-update]: Invalid value: "yes": must be "true" when present"#,
             ],
         ),
+        (json!({"redis.io/reconciliationLoop": "disabled"}), vec![]),
+        (json!({"redis.io/reconciliationLoop": "enabled"}), vec![]),
+        (
+            json!({"redis.io/reconciliationLoop": "off"}),
+            vec![
+                r#"metadata.annotations[redis.io/reconciliationLoop]: Invalid value: "off": must be "enabled" or "disabled""#,
+            ],
+        ),
     ];
     for (ann, want) in cases {
         let (errors, _) = validate(
@@ -231,6 +239,12 @@ fn memory_rules_and_warnings_follow_upstream() {
             vec![],
             vec!["spec.redis sets min-replicas-to-write"],
         ),
+        (
+            json!({"minSyncReplicas": 1, "maxSyncReplicas": 2}),
+            vec![],
+            vec!["maxSyncReplicas has no effect: Redis replication has no upper bound"],
+        ),
+        (json!({"maxSyncReplicas": 0}), vec![], vec![]),
     ];
     for (extra, want_errors, want_warnings) in cases {
         let (errors, warnings) = validate(&with(extra.clone()), None, &Observed::default());

@@ -24,13 +24,20 @@
 //! own last write) ends the pass with nothing written, and the next one follows after
 //! [`REREAD`] (no Warning, no back-off), so no transition is decided on an older view.
 //!
+//! Before these steps, [`cleanup`]: a backup with `deletionPolicy: Delete` carries the
+//! finalizer `redis.io/artifact-cleanup`, and a deleted one has its artifact deleted from the
+//! object store (through a data pod) before it goes; a deleted backup is never started or
+//! followed.
+//!
 //! Events: `BackupPending` (when the reason changes), `BackupStarted`, `BackupRestarted`,
-//! `BackupCompleted`, `BackupFailed` (Warning).
+//! `BackupCompleted`, `BackupFailed` (Warning); `ArtifactDeleted`, `ArtifactDeletionPending`,
+//! `ArtifactKept` (Warning).
 //!
 //! [`run`] watches RedisBackups, and RedisClusters mapped to their newest finished backup
 //! (so a cluster status that lost the backup fields is repaired).
 
 pub mod apply;
+pub mod cleanup;
 pub mod decide;
 pub mod metrics;
 pub mod observe;
@@ -75,9 +82,14 @@ pub struct Shared {
     pub timeout: Duration,
     /// Makes the instance API clients.
     pub connector: Arc<dyn Connector>,
+    /// How long a deleted backup's artifact may take to be deleted (`deletionPolicy:
+    /// Delete`) before it is kept with a Warning and the object released.
+    pub artifact_timeout: Duration,
     // The last pending reason announced per backup (uid), so BackupPending is published
     // when it changes, not every pass.
     pending: Mutex<HashMap<String, String>>,
+    // Why the last attempt to delete a backup's artifact failed, per backup.
+    last_errors: Mutex<HashMap<String, String>>,
 }
 
 impl Shared {
@@ -99,8 +111,25 @@ impl Shared {
             metrics: metrics::BackupMetrics::register(metrics),
             timeout,
             connector,
+            artifact_timeout: cleanup::DEFAULT_TIMEOUT,
             pending: Mutex::default(),
+            last_errors: Mutex::default(),
         }
+    }
+
+    fn last_error(&self, uid: &str) -> Option<String> {
+        let m = self.last_errors.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(uid).cloned()
+    }
+
+    fn set_last_error(&self, uid: &str, why: &str) {
+        let mut m = self.last_errors.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(uid.to_owned(), why.to_owned());
+    }
+
+    fn forget_last_error(&self, uid: &str) {
+        let mut m = self.last_errors.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(uid);
     }
 
     fn announce_pending(&self, uid: &str, why: &str) -> bool {
@@ -136,6 +165,25 @@ pub enum BackupError {
     /// Writing the cluster's backup status failed.
     #[error(transparent)]
     ClusterStatus(#[from] apply::ClusterStatusError),
+    /// Adding or removing the artifact-cleanup finalizer failed.
+    #[error("updating the finalizers of RedisBackup {name}: {source}")]
+    Finalizer {
+        /// The backup.
+        name: String,
+        /// The API error (409 when the backup changed meanwhile).
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the namespace's RedisClusters (is one still restoring from the backup?)
+    /// failed.
+    #[error("listing the RedisClusters of namespace {namespace}: {source}")]
+    ListClusters {
+        /// The namespace.
+        namespace: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl ReconcileError for BackupError {
@@ -146,6 +194,9 @@ impl ReconcileError for BackupError {
             BackupError::Status(status::StatusError::Api { .. }) => "write_status",
             BackupError::ClusterStatus(e) if kit::status::is_conflict(&e.source) => STALE_VIEW,
             BackupError::ClusterStatus(_) => "write_cluster_status",
+            BackupError::Finalizer { source, .. } if kit::status::is_conflict(source) => STALE_VIEW,
+            BackupError::Finalizer { .. } => "finalizer",
+            BackupError::ListClusters { .. } => "list_clusters",
         }
     }
 }
@@ -170,6 +221,18 @@ fn started(b: &RedisBackup) -> Timestamp {
 
 /// One pass (see the module contract).
 pub async fn reconcile(b: Arc<RedisBackup>, ctx: Arc<Ctx>) -> Result<Action, BackupError> {
+    if b.metadata.deletion_timestamp.is_some() {
+        return match cleanup::reconcile(&ctx, &b).await {
+            Err(e) if e.category() == STALE_VIEW => Ok(Action::requeue(REREAD)),
+            other => other,
+        };
+    }
+    let b = match cleanup::ensure_finalizer(&ctx, &b).await {
+        Ok(Some(stored)) => Arc::new(stored),
+        Ok(None) => return Ok(Action::requeue(REREAD)),
+        Err(e) if e.category() == STALE_VIEW => return Ok(Action::requeue(REREAD)),
+        Err(e) => return Err(e),
+    };
     let now = Timestamp::now();
     let active = !matches!(
         phase(&b),

@@ -257,7 +257,7 @@ impl<'a> Writer<'a> {
                 tracing::info!(kind = %kind_of::<K>(), name = %obj.name_any(), "created");
                 Ok(true)
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) if kit::errors::already_exists(&e) => Ok(false),
             Err(source) => Err(WriteError::Create {
                 kind: kind_of::<K>(),
                 name: obj.name_any(),

@@ -244,6 +244,32 @@ pub enum Step {
     Wait(String),
 }
 
+impl Step {
+    /// The step's name (its variant), as crash-point tests name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Step::Idle => "Idle",
+            Step::Watch(_) => "Watch",
+            Step::MarkFailing(_) => "MarkFailing",
+            Step::ClearFailing => "ClearFailing",
+            Step::Delay { .. } => "Delay",
+            Step::StartFailover(_) => "StartFailover",
+            Step::StartSwitchover(_) => "StartSwitchover",
+            Step::Fence(_) => "Fence",
+            Step::StopPod { .. } => "StopPod",
+            Step::Elect { .. } => "Elect",
+            Step::Abort(_) => "Abort",
+            Step::MoveLease { .. } => "MoveLease",
+            Step::Promote { .. } => "Promote",
+            Step::HandOver { .. } => "HandOver",
+            Step::PointLeader(_) => "PointLeader",
+            Step::Publish(_) => "Publish",
+            Step::Release(_) => "Release",
+            Step::Wait(_) => "Wait",
+        }
+    }
+}
+
 /// The primary's health this pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Health {

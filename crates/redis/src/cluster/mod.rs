@@ -21,6 +21,11 @@
 //! 9. `ensure_pvcs`: create, grow, recycle during maintenance.
 //! 10. `ensure_pods`: create, relabel, delete (hibernation, scale-down, rolling update).
 //!
+//! Paused (`redis.io/reconciliationLoop: "disabled"`, CloudNativePG's
+//! `cnpg.io/reconciliationLoop`): a pass does nothing but announce the pause once (Warning
+//! `ReconciliationDisabled`); no child, status or failover is touched until the annotation is
+//! removed or `"enabled"` (Event `ReconciliationResumed`). A deletion is still followed.
+//!
 //! The pure decisions are [`handoff`], [`plan`] and [`status`]; the only writer is [`apply`].
 //! A converged cluster's pass makes no write: children are applied only when they differ,
 //! status only when more than volatile numbers changed, Events only when something is done.
@@ -191,10 +196,31 @@ pub async fn reconcile(rc: Arc<RedisCluster>, r: Arc<Reconciler>) -> Result<Acti
     let uid = rc.uid().unwrap_or_default();
     let ns = rc.namespace().unwrap_or_default();
     if rc.metadata.deletion_timestamp.is_some() {
-        // Children go with their owner references; PVCs stay (upstream's policy).
+        // Children go with their owner references; PVCs stay (upstream's policy). A deletion a
+        // finalizer holds (foreground) shows phase `Deleting` meanwhile.
+        if !steps::update_status::deleting(ctx, &rc).await {
+            return Ok(Action::requeue(REREAD));
+        }
         ctx.forget(&uid);
         ctx.metrics.forget(&ns, &rc.name_any());
         ctx.backoff.forget(&*rc);
+        return Ok(Action::await_change());
+    }
+    if paused(&rc) {
+        let mut memory = ctx.memory(&uid);
+        if !memory.paused {
+            tracing::info!(cluster = %rc.name_any(), "reconciliation disabled by annotation");
+            let note = format!(
+                "{}: \"disabled\": the operator changes nothing for this cluster (no pod created \
+                 or deleted, no failover, no status) until the annotation is removed or \"enabled\"",
+                crate::names::ANN_RECONCILIATION_LOOP
+            );
+            apply::Writer::new(ctx, &rc)
+                .event(true, "ReconciliationDisabled", note)
+                .await;
+            memory.paused = true;
+            ctx.remember(&uid, memory);
+        }
         return Ok(Action::await_change());
     }
     if let Err(missing) = r.caches.ready(CACHE_WAIT).await {
@@ -229,6 +255,16 @@ pub async fn reconcile(rc: Arc<RedisCluster>, r: Arc<Reconciler>) -> Result<Acti
         handoff: None,
         sentinel: None,
     };
+    if pass.memory.paused {
+        pass.memory.paused = false;
+        let note = format!(
+            "{} is no longer \"disabled\": reconciling again",
+            crate::names::ANN_RECONCILIATION_LOOP
+        );
+        pass.writer()
+            .event(false, "ReconciliationResumed", note)
+            .await;
+    }
     let report = r.pipeline.run(&mut pass).await;
     ctx.remember(&uid, pass.memory.clone());
     ctx.metrics
@@ -236,6 +272,13 @@ pub async fn reconcile(rc: Arc<RedisCluster>, r: Arc<Reconciler>) -> Result<Acti
     let outcome = reread_if_stale(report.into_result())?;
     let poll = Outcome::RequeueAfter(ctx.settings.poll_interval);
     Ok(ctx.backoff.succeeded(&*rc, outcome.sooner(poll)))
+}
+
+/// Whether `redis.io/reconciliationLoop: disabled` pauses the controller for `rc`.
+pub fn paused(rc: &RedisCluster) -> bool {
+    rc.annotations()
+        .get(crate::names::ANN_RECONCILIATION_LOOP)
+        .is_some_and(|v| v == "disabled")
 }
 
 /// A pass that ended on a stale view of the cluster is not a failure: it is followed by the
@@ -278,6 +321,28 @@ mod tests {
         WriteError::Stale {
             name: "demo".into(),
             read: "41".into(),
+        }
+    }
+
+    #[test]
+    fn only_disabled_pauses_the_controller() {
+        let rc = |ann: serde_json::Value| -> RedisCluster {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "redis.io/v1", "kind": "RedisCluster",
+                "metadata": {"name": "demo", "annotations": ann},
+                "spec": {"storage": {"size": "1Gi"}},
+            }))
+            .expect("cluster")
+        };
+        assert!(paused(&rc(
+            serde_json::json!({"redis.io/reconciliationLoop": "disabled"})
+        )));
+        for ann in [
+            serde_json::json!({}),
+            serde_json::json!({"redis.io/reconciliationLoop": "enabled"}),
+            serde_json::json!({"cnpg.io/reconciliationLoop": "disabled"}),
+        ] {
+            assert!(!paused(&rc(ann.clone())), "{ann}");
         }
     }
 

@@ -266,3 +266,44 @@ fn nothing_is_disrupted_during_a_handoff_or_while_frozen() {
     c.frozen = Some("every instance is fenced".into());
     assert!(matches!(c.plan().action, Action::Wait { reason, .. } if reason.contains("fenced")));
 }
+
+fn resizing(m: Member) -> Member {
+    with_pod(m, |p| p.resize_pending = true)
+}
+
+// A PVC waiting for a file-system resize (`FileSystemResizePending`) needs its pod restarted,
+// with the spec hash unchanged: the same replica-first roll, each replica back in sync before
+// the next, the primary switched over and then replaced as a replica.
+#[test]
+fn a_pending_file_system_resize_restarts_the_replicas_first_then_switches_the_primary_over() {
+    let mut c = Case::new(vec![
+        resizing(primary(0, "A", 100)),
+        resizing(replica(1, 0, "A", 100)),
+        resizing(replica(2, 0, "A", 90)),
+    ]);
+    assert_eq!(c.plan().action, delete(&["demo-2"], Why::Update, false));
+    // demo-2 restarted: its PVC grew, it is back in sync.
+    c.members.0.insert(2, replica(2, 0, "A", 90));
+    assert_eq!(c.plan().action, delete(&["demo-1"], Why::Update, false));
+    // While demo-1 is away only demo-2 could take over, but nothing moves until demo-1 is
+    // back Ready and in sync.
+    c.members.0.insert(1, missing(1));
+    assert!(matches!(c.plan().action, Action::Wait { reason, .. } if reason.contains("demo-1")));
+    c.members.0.insert(1, replica(1, 0, "A", 80));
+    assert_eq!(
+        c.plan().action,
+        Action::Switchover {
+            to: "demo-2".into(),
+            why: Why::Update
+        },
+        "the primary hands over to the most advanced replica whose PVC is done"
+    );
+    // The old primary, now a replica of demo-2, is restarted last.
+    let mut after = Case::new(vec![
+        resizing(replica(0, 2, "B", 100)),
+        replica(1, 2, "B", 100),
+        primary(2, "B", 100),
+    ]);
+    after.current = "demo-2";
+    assert_eq!(after.plan().action, delete(&["demo-0"], Why::Update, false));
+}

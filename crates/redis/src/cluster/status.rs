@@ -17,6 +17,9 @@
 //! - `syncedReplicationID` moves to the current primary's replication ID once a replica is seen
 //!   in sync with it under that ID, and otherwise keeps its value: the failover's candidates
 //!   are judged against it ([`super::handoff`]).
+//! - `bootstrapCompleted` of a cluster bootstrapped from a backup turns true the first time the
+//!   cluster is `Healthy` (or `Replicating`) and never back: the first primary's restore is
+//!   over ([`super::build::pod`] stops adding the restore init container).
 
 use std::collections::BTreeMap;
 
@@ -70,6 +73,14 @@ pub fn compute(i: &Inputs<'_>) -> RedisClusterStatus {
         dangling_pvc: i.dangling_pvc.clone(),
         ..old.clone()
     };
+    s.write_service = crate::names::leader_service(&m.name);
+    s.read_service = crate::names::any_service(&m.name);
+    s.instance_names = i
+        .members
+        .iter()
+        .filter(|x| x.pod.is_some())
+        .map(|x| x.name.clone())
+        .collect();
     s.ready_instances = i
         .members
         .iter()
@@ -79,6 +90,10 @@ pub fn compute(i: &Inputs<'_>) -> RedisClusterStatus {
     if let Some(id) = synced(i) {
         s.synced_replication_id = id;
     }
+    // The bootstrap restore is over once the cluster runs (its first primary served from the
+    // restored data); from then on a recreated pod 0 resynchronises instead of restoring.
+    let running = matches!(phase, ClusterPhase::Healthy | ClusterPhase::Replicating);
+    s.bootstrap_completed |= running && super::build::pod::bootstraps(m);
     s.conditions = conditions(i, phase, &reason);
     s
 }

@@ -414,3 +414,42 @@ fn a_replica_cluster_says_it_replicates_and_why_nothing_takes_writes() {
     assert_eq!(s.phase, Some(ClusterPhase::Degraded));
     assert!(s.phase_reason.contains("demo-1"), "{}", s.phase_reason);
 }
+
+#[test]
+fn the_bootstrap_is_completed_once_the_restored_cluster_is_first_healthy_and_stays_so() {
+    let restored = |status: serde_json::Value| {
+        model_with(
+            json!({"instances": 3, "storage": {"size": "1Gi"},
+                "bootstrap": {"backupName": "nightly"}}),
+            json!({}),
+            status,
+        )
+    };
+    let creating = restored(json!({"currentPrimary": "demo-0", "phase": "Creating"}));
+    let not_yet = members(vec![
+        primary(0, "A", 100),
+        replica(1, 0, "A", 100),
+        missing(2),
+    ]);
+    let s = run(&creating, &not_yet, &none());
+    assert_eq!(s.phase, Some(ClusterPhase::Creating));
+    assert!(
+        !s.bootstrap_completed,
+        "not while the cluster is still created"
+    );
+    let s = run(&creating, &healthy(), &none());
+    assert_eq!(s.phase, Some(ClusterPhase::Healthy));
+    assert!(s.bootstrap_completed);
+    // Never back, whatever happens later.
+    let later = restored(json!({"currentPrimary": "demo-0", "phase": "Healthy",
+        "bootstrapCompleted": true}));
+    let s = run(&later, &not_yet, &none());
+    assert_eq!(s.phase, Some(ClusterPhase::Degraded));
+    assert!(s.bootstrap_completed);
+    // A cluster without a bootstrap never sets it (upstream's field is cluster mode's).
+    let plain = model(
+        json!({"currentPrimary": "demo-0", "phase": "Healthy"}),
+        json!({}),
+    );
+    assert!(!run(&plain, &healthy(), &none()).bootstrap_completed);
+}

@@ -57,9 +57,37 @@ pub struct RedisBackupSpec {
     /// cluster's `backupCredentialsSecret`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination: Option<BackupDestination>,
+
+    /// What happens to the stored artifact when this RedisBackup is deleted (by hand, or
+    /// pruned by its RedisScheduledBackup's history limits): `Retain` (the default, as
+    /// upstream: the object goes, the artifact stays) or `Delete` (the operator deletes the
+    /// artifact from the object store first, through one of the cluster's data pods, which
+    /// hold the credentials; finalizer `redis.io/artifact-cleanup`). A deletion that cannot
+    /// be done in time (no reachable data pod, the store refusing) ends with a Warning
+    /// `ArtifactKept` and the artifact left in place, so no object waits forever. An
+    /// addition to upstream's API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_policy: Option<BackupDeletionPolicy>,
 }
 
 kit::optional_spec!(RedisBackupSpec);
+
+/// What happens to a backup's stored artifact when the RedisBackup is deleted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum BackupDeletionPolicy {
+    /// The artifact stays in the object store (the default, upstream's behaviour).
+    #[default]
+    Retain,
+    /// The artifact is deleted from the object store before the RedisBackup goes.
+    Delete,
+}
+
+impl RedisBackupSpec {
+    /// The policy in effect (`Retain` when not set).
+    pub fn deletion_policy(&self) -> BackupDeletionPolicy {
+        self.deletion_policy.unwrap_or_default()
+    }
+}
 
 /// Which instance a backup runs on.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]

@@ -145,7 +145,8 @@ pub struct RedisClusterSpec {
     pub min_sync_replicas: i32,
 
     /// Upper bound on synchronous replicas, at least `minSyncReplicas`. Redis has no such
-    /// setting: accepted and validated for compatibility, without effect.
+    /// setting: accepted and validated for compatibility, without effect (admission warns when
+    /// it is above 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     #[schemars(range(min = 0))]
     pub max_sync_replicas: i32,
@@ -707,6 +708,20 @@ pub struct RedisClusterStatus {
     )]
     pub synced_replication_id: String,
 
+    /// The Service clients write through: `<cluster>-leader`, which selects the primary
+    /// (CloudNativePG's `writeService`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub write_service: String,
+
+    /// The Service that reaches every instance for reads: `<cluster>-any` (CloudNativePG's
+    /// `readService`; `<cluster>-replica` selects the replicas only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub read_service: String,
+
+    /// The data pods of the cluster that exist, in ordinal order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_names: Vec<String>,
+
     /// Data instances whose Redis answered the operator's last status poll.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ready_instances: i32,
@@ -732,8 +747,10 @@ pub struct RedisClusterStatus {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub slots_assigned: i32,
 
-    /// Whether the one-time cluster-mode bootstrap finished (unused while cluster mode is
-    /// reserved).
+    /// Whether the one-time bootstrap finished: for a cluster restored from
+    /// `bootstrap.backupName`, set the first time the cluster is Healthy (from then on a
+    /// recreated first instance resynchronises from the primary instead of restoring the
+    /// backup again); in cluster mode (reserved), the slot assignment.
     #[serde(default, skip_serializing_if = "is_false")]
     pub bootstrap_completed: bool,
 

@@ -9,11 +9,11 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BackupDestination, BackupMethod, BackupTarget};
+use super::{BackupDeletionPolicy, BackupDestination, BackupMethod, BackupTarget};
 
 /// Backups of a RedisCluster on a cron schedule: each tick creates a RedisBackup
 /// `<name>-<unixSeconds>`, and the oldest completed and failed ones beyond the history limits
-/// are deleted (the stored artifacts are kept).
+/// are deleted (their stored artifacts too only with `backupDeletionPolicy: Delete`).
 #[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(remote = "Self", rename_all = "camelCase")]
 #[schemars(rename = "RedisScheduledBackupSpec")]
@@ -76,8 +76,9 @@ pub struct RedisScheduledBackupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
 
-    /// Completed RedisBackups to keep (default 3); older ones are deleted. Only the objects:
-    /// the stored artifacts are not deleted (use a bucket lifecycle rule).
+    /// Completed RedisBackups to keep (default 3); older ones are deleted. Only the objects,
+    /// unless `backupDeletionPolicy` is `Delete`: by default the stored artifacts are kept
+    /// (use a bucket lifecycle rule, or `backupDeletionPolicy: Delete`).
     #[serde(default = "default_history_limit")]
     #[schemars(range(min = 0))]
     pub successful_backups_history_limit: Option<i32>,
@@ -86,6 +87,14 @@ pub struct RedisScheduledBackupSpec {
     #[serde(default = "default_history_limit")]
     #[schemars(range(min = 0))]
     pub failed_backups_history_limit: Option<i32>,
+
+    /// The `deletionPolicy` of every RedisBackup this schedule creates: `Retain` (the
+    /// default, as upstream: pruning deletes the RedisBackup objects, the artifacts stay) or
+    /// `Delete` (a pruned backup's artifact is deleted from the object store too). Backups
+    /// created before a change keep their own `deletionPolicy`. An addition to upstream's
+    /// API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_deletion_policy: Option<BackupDeletionPolicy>,
 }
 
 kit::optional_spec!(RedisScheduledBackupSpec);
@@ -102,6 +111,7 @@ impl Default for RedisScheduledBackupSpec {
             suspend: None,
             successful_backups_history_limit: default_history_limit(),
             failed_backups_history_limit: default_history_limit(),
+            backup_deletion_policy: None,
         }
     }
 }

@@ -103,7 +103,7 @@ pub fn router(inst: Arc<Instance>) -> Router {
         .route(names::PATH_BACKUP, post(super::backup::start))
         .route(
             &format!("{}/{{id}}", names::PATH_BACKUP),
-            get(backup_status),
+            get(backup_status).delete(super::backup::delete),
         )
         .layer(middleware::from_fn_with_state(inst.clone(), authenticate));
     Router::new()

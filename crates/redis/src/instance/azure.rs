@@ -490,6 +490,23 @@ impl Container {
     }
 }
 
+impl Container {
+    /// Deletes `blob` (Delete Blob, with its snapshots); `true` when the service deleted it,
+    /// `false` when it was not there (404 `BlobNotFound`).
+    pub async fn delete(&self, http: &reqwest::Client, blob: &str) -> Result<bool, String> {
+        let extra = [("x-ms-delete-snapshots", "include".to_owned())];
+        let req = self.request(http, reqwest::Method::DELETE, blob, &[], 0, "", &extra)?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| format!("Delete Blob {blob}: {e}"))?;
+        if resp.status().as_u16() == 404 {
+            return Ok(false);
+        }
+        check(resp, "Delete Blob", blob).await.map(|_| true)
+    }
+}
+
 fn service_url(account: &str, endpoint: &str) -> Result<String, String> {
     if !endpoint.is_empty() {
         return Ok(endpoint.to_owned());
@@ -527,6 +544,14 @@ async fn send(
         .send()
         .await
         .map_err(|e| format!("{what} {blob}: {e}"))?;
+    check(resp, what, blob).await
+}
+
+async fn check(
+    resp: reqwest::Response,
+    what: &str,
+    blob: &str,
+) -> Result<reqwest::Response, String> {
     if resp.status().is_success() {
         return Ok(resp);
     }

@@ -19,6 +19,10 @@
 //!   ([`super::azure`]) at `<path>/<backupName>.rdb` or `.aof.tar.gz`, credentials from the
 //!   projected `/backup-credentials` files, read before the snapshot is taken (missing
 //!   credentials fail the backup without a snapshot).
+//! - Deletion ([`delete`], `DELETE /v1/backup/<id>`, for a RedisBackup with
+//!   `deletionPolicy: Delete`): only the key backup `id` was (or would have been) uploaded
+//!   to, never another; S3 DeleteObject or Azure Delete Blob, a missing object counting as
+//!   deleted; refused while that backup still runs here (its upload could come after).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -250,6 +254,63 @@ impl Store {
             Store::S3(b) => b.get_to_file(&http, key, file).await,
             Store::Azure(c) => c.get_to_file(&http, key, file).await,
         }
+    }
+
+    /// Deletes `key`; `false` when the store said it was not there.
+    pub async fn delete(&self, key: &str) -> Result<bool, String> {
+        let http = http()?;
+        match self {
+            Store::S3(b) => b.delete(&http, key).await,
+            Store::Azure(c) => c.delete(&http, key).await,
+        }
+    }
+}
+
+/// `DELETE /v1/backup/<id>` with the backup's [`BackupRequest`] (its name, method and
+/// destination): deletes the artifact of backup `id` at its key in that destination, with
+/// the projected credentials (see [`crate::instance_api`]). 200 when it is gone (deleted, or
+/// not there), 409 while that backup still runs on this instance or when the store refused
+/// (with its reason), 400 for a request that does not describe backup `id`.
+pub async fn delete(
+    State(inst): State<Arc<Instance>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    body: Result<Json<BackupRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let plan = match body.map_err(|e| format!("the body must be a BackupRequest: {e}")) {
+        Ok(Json(r)) => plan(&r),
+        Err(e) => Err(e),
+    };
+    let plan = match plan {
+        Ok(p) if p.name == id => p,
+        Ok(p) => {
+            let msg = format!("the request describes backup {:?}, not {id:?}", p.name);
+            return (StatusCode::BAD_REQUEST, msg).into_response();
+        }
+        Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
+    };
+    let answer = |code: StatusCode, done: bool, message: String| {
+        (
+            code,
+            Json(crate::instance_api::CommandResult { done, message }),
+        )
+            .into_response()
+    };
+    if inst.backups.get(&id).is_some_and(|r| r.phase == "Running") {
+        let msg = format!("backup {id} is still running on this instance");
+        return answer(StatusCode::CONFLICT, false, msg);
+    }
+    let store = match Store::open(&plan.destination, &inst.settings.backup_credentials_dir) {
+        Ok(s) => s,
+        Err(e) => return answer(StatusCode::CONFLICT, false, e),
+    };
+    let path = store.path(&plan.key);
+    match store.delete(&plan.key).await {
+        Ok(true) => {
+            tracing::info!(backup = %id, %path, "backup artifact deleted");
+            answer(StatusCode::OK, true, format!("deleted {path}"))
+        }
+        Ok(false) => answer(StatusCode::OK, true, format!("{path} was not there")),
+        Err(e) => answer(StatusCode::CONFLICT, false, e),
     }
 }
 

@@ -97,7 +97,7 @@ pub struct InstanceFlags {
     #[arg(long, default_value = names::DATA_DIR)]
     pub data_dir: PathBuf,
     /// The Unix socket the manager talks to redis-server through.
-    #[arg(long, default_value = "/controller/redis.sock")]
+    #[arg(long, default_value = names::REDIS_SOCKET)]
     pub socket: PathBuf,
     /// Projected Secrets (`<dir>/<secret>/<key>`).
     #[arg(long, default_value = names::PROJECTED_DIR)]

@@ -316,6 +316,24 @@ impl Bucket {
     }
 }
 
+impl Bucket {
+    /// Deletes `key` (S3 DeleteObject); `true` when the store answered it deleted, `false`
+    /// when it said the key was not there (404). S3 itself answers 204 for a key that does not
+    /// exist, so `true` means "not there any more".
+    pub async fn delete(&self, http: &reqwest::Client, key: &str) -> Result<bool, String> {
+        let (url, headers) = self.signed("DELETE", key, &sha256_hex(b""));
+        let mut req = http.delete(&url);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let resp = req.send().await.map_err(|e| format!("DELETE {url}: {e}"))?;
+        if resp.status().as_u16() == 404 {
+            return Ok(false);
+        }
+        check(resp, "DELETE", &url).await.map(|_| true)
+    }
+}
+
 async fn check(
     resp: reqwest::Response,
     method: &str,

@@ -9,9 +9,11 @@
 //! - A quorum naming **this** pod (its primary restarted before Sentinel noticed): start as
 //!   primary only if `status.currentPrimary` names it too, no Sentinel reports a failover
 //!   under way, no other data pod reports itself primary, and no Sentinel sees the master
-//!   down while a running replica could take over (Sentinel is then about to fail over to
-//!   it: starting as primary now would make two); otherwise wait for Sentinel to finish (it
-//!   will name another pod).
+//!   down while a running replica could take over (one linked to a primary since it started,
+//!   [`has_been_linked`]: Sentinel is then about to fail over to it, and starting as primary
+//!   now would make two); otherwise wait for Sentinel to finish (it will name another pod).
+//!   A replica that never linked does not count: fresh Sentinels (a cluster woken from
+//!   hibernation) cannot know it, so waiting for them to promote it would wait forever.
 //! - No quorum (Sentinels unreachable, split, or naming a stale address): follow
 //!   `status.currentPrimary` when it is another pod with an IP (a replica can never make two
 //!   primaries; Sentinel re-points it if needed); when it names this pod, is empty or cannot be
@@ -31,6 +33,7 @@ use super::decide::{Boot, PrimaryAddr, View};
 use super::dial::Dial;
 use super::fence::Fencing;
 use super::manager::Instance;
+use crate::instance_api::InstanceReport;
 use crate::names;
 use crate::sentinel::quorum::{self, Answer, Reading};
 use crate::sentinel::{QUORUM, client};
@@ -48,7 +51,8 @@ pub struct Sight {
     pub answers: Vec<Answer>,
     /// Other data pods that report themselves primary.
     pub peer_masters: Vec<String>,
-    /// Other data pods that run as replicas.
+    /// Other data pods that run as replicas and have been linked to a primary since they
+    /// started ([`has_been_linked`]): the ones Sentinel could promote.
     pub peer_replicas: Vec<String>,
 }
 
@@ -168,13 +172,14 @@ pub async fn sight(inst: &Instance, dial: &Dial) -> Result<Sight, String> {
             .map(|(_, ip)| inst.dialer.status(ip, ASK_TIMEOUT)),
     )
     .await;
-    let running_as = |role: &str| -> Vec<String> {
+    let running_as = |role: &str, also: fn(&InstanceReport) -> bool| -> Vec<String> {
         peers
             .iter()
             .zip(&reports)
             .filter(|(_, r)| {
-                r.as_ref()
-                    .is_ok_and(|r| r.role == role && r.boot == crate::instance_api::Boot::Running)
+                r.as_ref().is_ok_and(|r| {
+                    r.role == role && r.boot == crate::instance_api::Boot::Running && also(r)
+                })
             })
             .map(|((n, _), _)| n.clone())
             .collect()
@@ -183,9 +188,20 @@ pub async fn sight(inst: &Instance, dial: &Dial) -> Result<Sight, String> {
         my_ip,
         data,
         answers,
-        peer_masters: running_as("master"),
-        peer_replicas: running_as("slave"),
+        peer_masters: running_as("master", |_| true),
+        peer_replicas: running_as("slave", has_been_linked),
     })
+}
+
+/// Whether a replica has had its replication link up since it started: its link is up, or
+/// down for a known time (`master_link_down_since_seconds` is -1 until the first link).
+///
+/// Only such a replica can be what Sentinel is about to promote. One that never linked (every
+/// pod of a cluster woken from hibernation, whose fresh Sentinels have never seen a replica
+/// through a running master) is unknown to Sentinel: waiting for Sentinel to fail over to it
+/// would wait forever while the master Sentinel names stays down.
+pub fn has_been_linked(r: &InstanceReport) -> bool {
+    r.master_link_status == "up" || r.master_link_down_since_seconds >= 0
 }
 
 #[cfg(test)]
@@ -244,6 +260,35 @@ mod tests {
             down(),
         ]);
         assert_eq!(boot("demo-0", PrimaryAddr::NotNeeded, &s), Boot::Primary);
+    }
+
+    #[test]
+    fn only_a_replica_that_has_linked_since_it_started_could_take_over() {
+        let replica = |status: &str, down_since: i64| InstanceReport {
+            pod: "demo-1".into(),
+            boot: crate::instance_api::Boot::Running,
+            fenced: false,
+            role: "slave".into(),
+            replication_id: String::new(),
+            replication_id2: String::new(),
+            replication_offset: 1,
+            connected_replicas: 0,
+            replicas: vec![],
+            master_host: "10.0.0.0".into(),
+            master_port: 6379,
+            master_link_status: status.into(),
+            master_sync_in_progress: false,
+            master_link_down_since_seconds: down_since,
+            min_replicas_to_write: 0,
+            writes_refused: false,
+            auth_generation: String::new(),
+        };
+        assert!(has_been_linked(&replica("up", 0)));
+        // Its primary went away 7 s ago: Sentinel knew it through that primary.
+        assert!(has_been_linked(&replica("down", 7)));
+        // redis-server 7 reports -1 until the first link (a cluster woken from hibernation
+        // whose replicas started before the primary): Sentinel cannot know it.
+        assert!(!has_been_linked(&replica("down", -1)));
     }
 
     fn boot(current: &str, primary: PrimaryAddr, s: &Sight) -> Boot {

@@ -22,6 +22,8 @@ pub enum Sent {
     Switchover(String, SwitchoverRequest),
     /// A backup started on the instance at the IP.
     Backup(String, BackupRequest),
+    /// A backup's artifact deleted through the instance at the IP.
+    DeleteBackup(String, BackupRequest),
 }
 
 /// The fake (see the module docs).
@@ -148,6 +150,15 @@ impl Instances for FakeInstances {
                 message: "unreachable".into(),
             })
         };
+        Box::pin(async move { r })
+    }
+
+    fn delete_backup<'a>(
+        &'a self,
+        ip: &'a str,
+        req: &'a BackupRequest,
+    ) -> BoxFuture<'a, Result<Answer, CallError>> {
+        let r = self.answer(ip, Sent::DeleteBackup(ip.to_owned(), req.clone()));
         Box::pin(async move { r })
     }
 }

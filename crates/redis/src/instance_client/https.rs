@@ -262,6 +262,26 @@ impl Instances for HttpsInstances {
             }
         })
     }
+
+    fn delete_backup<'a>(
+        &'a self,
+        ip: &'a str,
+        req: &'a BackupRequest,
+    ) -> BoxFuture<'a, Result<Answer, CallError>> {
+        Box::pin(self.delete(ip, req))
+    }
+}
+
+impl HttpsInstances {
+    async fn delete(&self, ip: &str, req: &BackupRequest) -> Result<Answer, CallError> {
+        let path = format!("{}/{}", names::PATH_BACKUP, req.backup_name);
+        let del = self.http.delete(Self::url(ip, &path)).json(req);
+        let (code, text) = self.send(ip, del, COMMAND_TIMEOUT).await?;
+        serde_json::from_str::<CommandResult>(&text)
+            .ok()
+            .and_then(|r| Answer::of(code, r))
+            .ok_or_else(|| CallError::status(ip, code, &text))
+    }
 }
 
 /// Keeps one pool per (CA, server name).

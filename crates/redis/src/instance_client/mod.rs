@@ -127,6 +127,13 @@ pub trait Instances: Send + Sync {
         ip: &'a str,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<BackupResult>, CallError>>;
+    /// `DELETE /v1/backup/<id>` with the backup's request: deletes its stored artifact
+    /// ([`Answer::Done`] once it is gone; [`Answer::Refused`] with the reason).
+    fn delete_backup<'a>(
+        &'a self,
+        ip: &'a str,
+        req: &'a BackupRequest,
+    ) -> BoxFuture<'a, Result<Answer, CallError>>;
 }
 
 /// Makes a cluster's [`Instances`] from its credentials (the real one caches connections).

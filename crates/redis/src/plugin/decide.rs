@@ -113,6 +113,7 @@ pub fn backup(
             target,
             method,
             destination: Some(destination),
+            deletion_policy: None,
         },
     );
     b.metadata
@@ -126,12 +127,15 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The `kubectl exec` arguments of `cli` (see the module contract).
+/// The `kubectl exec` arguments of `cli` (see the module contract). redis-cli connects through
+/// redis-server's Unix socket: redis-server listens on the pod IP only (not on 127.0.0.1,
+/// redis-cli's default), and the socket needs no TLS when the cluster has it.
 pub fn cli_argv(namespace: &str, pod: &str, auth_secret: &str, args: &[String]) -> Vec<String> {
     let user: Vec<String> = args.iter().map(|a| quote(a)).collect();
     let script = format!(
-        "REDISCLI_AUTH=\"$(cat {}/{auth_secret}/password)\" exec redis-cli {}",
+        "REDISCLI_AUTH=\"$(cat {}/{auth_secret}/password)\" exec redis-cli -s {} {}",
         names::PROJECTED_DIR,
+        names::REDIS_SOCKET,
         user.join(" ")
     );
     [
@@ -484,7 +488,7 @@ mod tests {
         );
         assert_eq!(
             argv[10],
-            r#"REDISCLI_AUTH="$(cat /projected/demo-auth/password)" exec redis-cli 'get' 'it'\''s'"#
+            r#"REDISCLI_AUTH="$(cat /projected/demo-auth/password)" exec redis-cli -s /controller/redis.sock 'get' 'it'\''s'"#
         );
         assert!(!argv.iter().any(|a| a.contains("pw")));
     }

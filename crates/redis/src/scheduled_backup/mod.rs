@@ -212,6 +212,7 @@ pub fn backup_for(sb: &RedisScheduledBackup, name: &str) -> RedisBackup {
             target: sb.spec.target,
             method: sb.spec.method,
             destination: sb.spec.destination.clone(),
+            deletion_policy: sb.spec.backup_deletion_policy,
         },
         status: None,
     }
@@ -233,7 +234,7 @@ async fn create_backup(
     match api.create(&pp, &backup_for(sb, name)).await {
         Ok(_) => {}
         // A pass repeated before its status was written: the tick's backup exists.
-        Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+        Err(e) if kit::errors::already_exists(&e) => return Ok(()),
         Err(source) => {
             return Err(ScheduledError::CreateBackup {
                 name: name.to_owned(),

@@ -53,7 +53,7 @@ async fn world(seed: Option<u64>) -> anyhow::Result<World> {
     let setup = Setup {
         crds: redis::crd::crds(),
         prefix: "rc-chaos",
-        rbac: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redis/rbac"),
+        rbac: testenv::workspace_root().join("deploy/redis/rbac"),
         deploy_namespace: operator::DEPLOY_NAMESPACE,
     };
     let base = Base::new(setup, seed).await?;

@@ -8,7 +8,6 @@
 pub mod data;
 pub mod sentinel;
 
-use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -106,7 +105,7 @@ impl Env {
             testenv::install_crd(&admin, crd).await.expect("CRD");
         }
         let ns = TestNamespace::new(&admin, prefix).await;
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redis/rbac");
+        let dir = testenv::workspace_root().join("deploy/redis/rbac");
         let rbac = testenv::rbac::install_rbac(&admin, &dir, DEPLOY_NAMESPACE, &ns.name)
             .await
             .expect("the operator's RBAC");
@@ -166,12 +165,18 @@ impl Env {
 
     /// Starts the operator with the flags it was set up with.
     pub fn restart_operator(&mut self) {
+        self.restart_operator_with(None);
+    }
+
+    /// Starts the operator again with a handoff hook (crash points).
+    pub fn restart_operator_with(&mut self, hook: Option<redis::context::HandoffHook>) {
         let stop = CancellationToken::new();
-        let task = tokio::spawn(redis::run::run_with_client(
+        let task = tokio::spawn(redis::run::run_with_hook(
             flags(&self.ns.name, &self.extra),
             self.sa.clone(),
             stop.clone(),
             |_| {},
+            hook,
         ));
         self.operator = Some((stop, task));
     }

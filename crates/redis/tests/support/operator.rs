@@ -3,7 +3,6 @@
 //! without leader election; stopped when dropped.
 #![allow(dead_code)]
 
-use std::path::Path;
 use std::time::Duration;
 
 use kube::Client;
@@ -37,7 +36,7 @@ fn free_port() -> u16 {
 impl Operator {
     /// Starts the operator for namespace `ns` with `extra` flags.
     pub async fn start(admin: &Client, ns: &str, extra: &[&str]) -> Self {
-        let rbac_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redis/rbac");
+        let rbac_dir = testenv::workspace_root().join("deploy/redis/rbac");
         let rbac = testenv::rbac::install_rbac(admin, &rbac_dir, "redis-operator-system", ns)
             .await
             .expect("install the operator's RBAC");

@@ -4,7 +4,9 @@
 //! - init container `copy-manager`: the operator image, `/redis-operator copy-binary
 //!   /controller/manager`, installing the instance manager into the `controller` emptyDir;
 //!   with `spec.bootstrap`, ordinal 0 also runs `restore-data` (`/redis-operator restore
-//!   --backup-name <backup>`) before Redis first starts;
+//!   --backup-name <backup>`) before Redis first starts, only while the bootstrap is not over
+//!   (`status.bootstrapCompleted`, set when the cluster is first Healthy): a pod 0 recreated
+//!   later, on a new PVC, resynchronises from the primary instead of needing the RedisBackup;
 //! - container `redis`: image `spec.imageName`, command `/controller/manager instance`, env
 //!   `CLUSTER_NAME`, `POD_NAME`, `POD_NAMESPACE`, `POD_IP` (downward API), ports 6379 `redis`
 //!   and 8080 `http` (HTTPS), liveness `/healthz` and readiness `/readyz` over HTTPS;
@@ -13,13 +15,16 @@
 //!   `/projected/<secret>/<key>`, the API token at [`instance_api::TOKEN_MOUNT`], the API's
 //!   serving certificate at [`instance_api::TLS_MOUNT`], the user's TLS at `/tls`, backup
 //!   credentials at `/backup-credentials` (an optional Secret volume, so Redis runs before the
-//!   Secret exists, unless the cluster bootstraps from a backup);
+//!   Secret exists; a bootstrap restore without them fails with the store's reason and is
+//!   retried by the kubelet);
 //! - ServiceAccount `<cluster>` (read-only on its own cluster).
 //!
 //! Contract: [`pod`] is pure. [`spec_hash`] covers the pod spec (with the operator image left
 //! out, so an operator upgrade alone does not roll every pod, upstream's defect 13) and the
 //! instance API version (an incompatible instance manager is rolled); it is the
-//! `redis.io/spec-hash` annotation that drives the rolling update.
+//! `redis.io/spec-hash` annotation that drives the rolling update. The `restore-data` init
+//! container is left out of the hash too: its removal once the bootstrap is over is no reason
+//! to restart the primary.
 
 use std::collections::BTreeMap;
 
@@ -80,8 +85,11 @@ pub fn pod(m: &Model, s: &PodSettings, ordinal: i32, role: &str) -> Pod {
 /// The `redis.io/spec-hash` of a pod spec built by [`pod`] (see the module contract).
 pub fn spec_hash(spec: &PodSpec) -> String {
     let mut s = spec.clone();
-    for c in s.init_containers.iter_mut().flatten() {
-        c.image = None;
+    if let Some(init) = s.init_containers.as_mut() {
+        init.retain(|c| c.name != RESTORE_CONTAINER);
+        for c in init.iter_mut() {
+            c.image = None;
+        }
     }
     let json = serde_json::to_vec(&s).unwrap_or_default();
     let mut input = instance_api::API_VERSION.as_bytes().to_vec();
@@ -167,10 +175,11 @@ pub(crate) fn copy_manager(s: &PodSettings) -> Container {
 
 fn init_containers(m: &Model, s: &PodSettings, ordinal: i32) -> Vec<Container> {
     let mut out = vec![copy_manager(s)];
-    // The bootstrap restore into the first primary's storage; its marker file makes every
-    // later run a no-op, so the pod spec (and its hash) need not change once it ran.
+    // The bootstrap restore into the first primary's storage, only until the bootstrap is
+    // over: a pod 0 recreated afterwards (on a new PVC, its RedisBackup perhaps deleted since)
+    // resynchronises from the primary. Its marker file makes a re-run on the same PVC a no-op.
     let backup = m.spec.bootstrap.as_ref().map(|b| b.backup_name.clone());
-    if let Some(backup) = backup.filter(|b| ordinal == 0 && !b.is_empty()) {
+    if let Some(backup) = backup.filter(|_| bootstrapping(m) && ordinal == 0) {
         let mut mounts = vec![mount("data", names::DATA_DIR, false)];
         if m.spec.backup_credentials_secret.is_some() {
             mounts.push(mount(
@@ -399,10 +408,13 @@ fn volumes(m: &Model, ordinal: i32) -> Vec<Volume> {
     out.extend(tls_volume(m));
     if let Some(b) = &m.spec.backup_credentials_secret {
         // Only backups and the bootstrap restore read it: Redis runs without it (the kubelet
-        // projects it once it exists), unless the first primary must be restored from it.
+        // projects it once it exists). Always optional, so the pod spec (and its hash) does
+        // not change when the bootstrap ends, and a pod recreated after the Secret was deleted
+        // still starts; while bootstrapping the cluster waits for the Secret
+        // (`ensure_secrets`), and a restore without credentials fails saying so.
         let mut v = secret_volume("backup-credentials", b.name.clone());
         if let Some(s) = v.secret.as_mut() {
-            s.optional = Some(!bootstraps(m));
+            s.optional = Some(true);
         }
         out.push(v);
     }
@@ -415,6 +427,12 @@ pub fn bootstraps(m: &Model) -> bool {
         .bootstrap
         .as_ref()
         .is_some_and(|b| !b.backup_name.is_empty())
+}
+
+/// Whether the bootstrap restore is still to happen: the cluster bootstraps from a backup
+/// and has not been Healthy yet (`status.bootstrapCompleted`).
+pub fn bootstrapping(m: &Model) -> bool {
+    bootstraps(m) && !m.status.bootstrap_completed
 }
 
 /// The user's TLS (`tlsSecret`'s `tls.crt`/`tls.key`, `caSecret`'s `ca.crt`) projected into
@@ -565,6 +583,39 @@ mod tests {
         );
     }
 
+    // Once the cluster was Healthy, a recreated pod 0 (a new PVC, its RedisBackup perhaps
+    // deleted since) resynchronises from the primary: no restore, which would wait forever
+    // for a missing backup; and the pod's hash is the same, so the end of the bootstrap rolls
+    // nothing.
+    #[test]
+    fn the_restore_runs_only_until_the_bootstrap_is_over() {
+        let spec = json!({"storage": {"size": "1Gi"}, "bootstrap": {"backupName": "nightly"},
+            "backupCredentialsSecret": {"name": "s3"}});
+        let during = model(spec.clone());
+        let mut after = model(spec);
+        after.status.bootstrap_completed = true;
+        assert!(bootstrapping(&during) && !bootstrapping(&after));
+        let init = |m: &Model| {
+            let p = pod(m, &settings(false), 0, names::role::PRIMARY);
+            let names: Vec<String> = spec_of(&p)
+                .init_containers
+                .iter()
+                .flatten()
+                .map(|c| c.name.clone())
+                .collect();
+            let hash = p.metadata.annotations.expect("ann")[names::ANN_SPEC_HASH].clone();
+            (names, hash)
+        };
+        let (before, h1) = init(&during);
+        let (later, h2) = init(&after);
+        assert_eq!(before, ["copy-manager", "restore-data"]);
+        assert_eq!(later, ["copy-manager"]);
+        assert_eq!(
+            h1, h2,
+            "the end of the bootstrap is no reason to restart pod 0"
+        );
+    }
+
     #[test]
     fn optional_secrets_and_process_nodes_add_what_they_need() {
         let m = model(json!({
@@ -600,7 +651,7 @@ mod tests {
             "storage": {"size": "1Gi"}, "bootstrap": {"backupName": "nightly"},
             "backupCredentialsSecret": {"name": "s3"},
         }));
-        assert_eq!(optional(&restoring), Some(false));
+        assert_eq!(optional(&restoring), Some(true), "also while bootstrapping");
         let c = &s.containers[0];
         assert_eq!(
             c.liveness_probe.as_ref().and_then(|p| p.timeout_seconds),

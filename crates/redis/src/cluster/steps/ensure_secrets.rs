@@ -14,7 +14,8 @@
 //!   (`secretsResourceVersion`); a change is an Event `SecretRotated`; a missing one makes the
 //!   cluster `Degraded` with its name (pods wait for it: the kubelet does not start them) —
 //!   except `backupCredentialsSecret`, which only backups read (its volume is optional; a
-//!   RedisBackup waits for it and says so), unless the cluster bootstraps from a backup.
+//!   RedisBackup waits for it and says so), unless the cluster is still bootstrapping from a
+//!   backup (until it is first Healthy: `status.bootstrapCompleted`).
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
@@ -261,7 +262,7 @@ pub fn referenced(pass: &Pass) -> Vec<String> {
 }
 
 /// The referenced Secrets the cluster cannot run without: all but the backup credentials,
-/// which only backups read, unless the first primary is restored from a backup.
+/// which only backups read, unless the first primary is still to be restored from a backup.
 pub fn required(pass: &Pass) -> Vec<String> {
     let m = &pass.model;
     let s = &m.spec;
@@ -269,7 +270,7 @@ pub fn required(pass: &Pass) -> Vec<String> {
     let backup = s
         .backup_credentials_secret
         .as_ref()
-        .filter(|_| crate::cluster::build::pod::bootstraps(m));
+        .filter(|_| crate::cluster::build::pod::bootstrapping(m));
     for r in [&s.acl_config_secret, &s.tls_secret, &s.ca_secret]
         .into_iter()
         .flatten()

@@ -566,7 +566,14 @@ impl Step<Pass> for HandlePrimary {
                     // A refusal is acted on by the decision that follows it, then forgotten.
                     pass.memory.refused = None;
                 }
+                let kind = step.kind();
                 let next = execute(pass, step).await.map_err(HandoffError)?;
+                if let Some(hook) = &pass.ctx.settings.handoff_hook
+                    && (hook.0)(pass.model.namespace.as_str(), kind)
+                {
+                    tracing::warn!(step = kind, "stopped by the handoff hook");
+                    std::future::pending::<()>().await;
+                }
                 match next {
                     Next::Again => continue,
                     Next::Stop(d) if d.is_zero() => return Ok(Flow::Continue),

@@ -261,6 +261,33 @@ pub async fn invalid(ctx: &Context, rc: &RedisCluster, why: &Invalid) -> bool {
     }
 }
 
+/// The status of a RedisCluster being deleted while a finalizer holds it (a foreground
+/// deletion waits for its children): phase `Deleting`, the rest as it was.
+pub fn deleting_status(rc: &RedisCluster) -> RedisClusterStatus {
+    let mut st = rc.status.clone().unwrap_or_default();
+    st.phase = Some(ClusterPhase::Deleting);
+    st.phase_reason =
+        "the RedisCluster is being deleted: its pods, Services and Secrets go with it; its PVCs stay"
+            .into();
+    st
+}
+
+/// Records [`deleting_status`] (once: an equal status is not written). `false` when the
+/// pass's copy was stale (look again); any other failure is only logged, the object is going.
+pub async fn deleting(ctx: &Context, rc: &RedisCluster) -> bool {
+    match Writer::new(ctx, rc)
+        .status(rc.status.as_ref(), &deleting_status(rc))
+        .await
+    {
+        Ok(_) => true,
+        Err(e) if e.is_stale() => false,
+        Err(e) => {
+            tracing::info!(cluster = %rc.name_any(), error = %e, "recording the deletion");
+            true
+        }
+    }
+}
+
 impl Step<Pass> for UpdateStatus {
     fn name(&self) -> &'static str {
         "update_status"
@@ -273,5 +300,37 @@ impl Step<Pass> for UpdateStatus {
             write(pass).await.map_err(StatusError)?;
             Ok(Flow::Continue)
         })
+    }
+}
+
+#[cfg(test)]
+mod deleting_tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_being_deleted_says_so_and_keeps_the_rest() {
+        let rc: RedisCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "redis.io/v1", "kind": "RedisCluster",
+            "metadata": {"name": "demo", "namespace": "ns"},
+            "spec": {"storage": {"size": "1Gi"}},
+            "status": {"phase": "Healthy", "currentPrimary": "demo-0", "readyInstances": 3}
+        }))
+        .expect("cluster");
+        let st = deleting_status(&rc);
+        assert_eq!(st.phase, Some(ClusterPhase::Deleting));
+        assert!(
+            st.phase_reason.contains("being deleted"),
+            "{}",
+            st.phase_reason
+        );
+        assert_eq!(
+            (st.current_primary.as_str(), st.ready_instances),
+            ("demo-0", 3)
+        );
+        let rc = RedisCluster {
+            status: Some(st.clone()),
+            ..rc
+        };
+        assert_eq!(deleting_status(&rc), st, "written once");
     }
 }
