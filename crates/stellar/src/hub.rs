@@ -5,8 +5,6 @@
 //! Contract: [`run`] creates the missing namespaces (never deletes one: a mailbox outlives a
 //! ManagedCluster briefly, as upstream) and retries failures with back-off.
 
-use std::time::Duration;
-
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
@@ -15,6 +13,7 @@ use kube::{Client, ResourceExt};
 
 use crate::names;
 use crate::ocm::ManagedCluster;
+use crate::retry::until_ok;
 
 /// Ensures `name` exists as a namespace of `client`.
 pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), kube::Error> {
@@ -29,19 +28,17 @@ pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), kube::E
             tracing::info!(namespace = name, "created namespace");
             Ok(())
         }
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) if kit::errors::already_exists(&e) => Ok(()),
         Err(e) => Err(e),
     }
 }
 
 /// Runs the hub duties on the ITS until dropped.
 pub async fn run(its: Client) {
-    let mut delay = Duration::from_millis(200);
-    while let Err(e) = ensure_namespace(&its, names::CUSTOMIZATION_PROPERTIES_NAMESPACE).await {
-        tracing::warn!(error = %e, "creating the customization-properties namespace; retrying");
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(10));
-    }
+    until_ok("creating the customization-properties namespace", || {
+        ensure_namespace(&its, names::CUSTOMIZATION_PROPERTIES_NAMESPACE)
+    })
+    .await;
     let api: Api<ManagedCluster> = Api::all(its.clone());
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
@@ -50,12 +47,9 @@ pub async fn run(its: Client) {
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(mc) => {
-                let mut delay = Duration::from_millis(200);
-                while let Err(e) = ensure_namespace(&its, &mc.name_any()).await {
-                    tracing::warn!(cluster = %mc.name_any(), error = %e, "creating a mailbox namespace; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(10));
-                }
+                let name = mc.name_any();
+                let what = format!("creating the mailbox namespace of cluster {name}");
+                until_ok(&what, || ensure_namespace(&its, &name)).await;
             }
             Err(e) => tracing::warn!(error = %e, "ManagedCluster watch failed; retrying"),
         }

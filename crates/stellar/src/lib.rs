@@ -13,10 +13,12 @@
 pub mod agent;
 pub mod api;
 pub mod binding;
+pub mod discover;
 pub mod elect;
 pub mod hub;
 pub mod names;
 pub mod ocm;
+pub mod retry;
 pub mod run;
 mod schema;
 pub mod status;

@@ -161,28 +161,55 @@ fn server(path: &Path) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow::anyhow!("{} names no server", path.display()))
 }
 
-/// Creates or updates `crds` and waits until each is Established.
+/// How long [`install_crds`] keeps retrying an API server that answers with errors.
+const INSTALL_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Creates or updates `crds` and waits until each is Established. An error from the API server
+/// (a conflict, a 5xx, a reset connection) is retried with back-off for up to two minutes: a
+/// process that stopped on the first one would restart into the same flaky server.
 pub async fn install_crds(
     client: &Client,
     crds: Vec<CustomResourceDefinition>,
 ) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let deadline = tokio::time::Instant::now() + INSTALL_DEADLINE;
     for crd in crds {
         let name = crd.name_any();
-        api.patch(
-            &name,
-            &PatchParams::apply("stellar").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .with_context(|| format!("installing CRD {name}"))?;
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .map_err(|_| anyhow::anyhow!("CRD {name} not Established within 60s"))??;
+        let mut retry = Duration::from_millis(200);
+        loop {
+            match install_one(&api, &crd).await {
+                Ok(()) => break,
+                Err(e) if tokio::time::Instant::now() + retry < deadline => {
+                    tracing::warn!(crd = %name, error = %format!("{e:#}"), "installing a CRD failed; retrying");
+                    tokio::time::sleep(retry).await; // back-off before the next attempt
+                    retry = (retry * 2).min(Duration::from_secs(10));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
+    Ok(())
+}
+
+async fn install_one(
+    api: &Api<CustomResourceDefinition>,
+    crd: &CustomResourceDefinition,
+) -> anyhow::Result<()> {
+    let name = crd.name_any();
+    api.patch(
+        &name,
+        &PatchParams::apply("stellar").force(),
+        &Patch::Apply(crd),
+    )
+    .await
+    .with_context(|| format!("installing CRD {name}"))?;
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(api.clone(), &name, conditions::is_crd_established()),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("CRD {name} not Established within 60s"))?
+    .with_context(|| format!("waiting for CRD {name} to be Established"))?;
     Ok(())
 }
 

@@ -740,7 +740,7 @@ async fn write_work(
             match api.create(&PostParams::default(), &mw).await {
                 Ok(_) => tracing::info!(namespace = %wec, name, binding, "created ManifestWork"),
                 // Our cache lags our own write: the next pass compares the digest.
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) if kit::errors::already_exists(&e) => {}
                 Err(e) => return Err(err(e)),
             }
         }

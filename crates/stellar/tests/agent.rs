@@ -1,7 +1,8 @@
 //! The work agent on a real WEC: two overlapping policies share ownership of one object
 //! (removing one policy leaves it), createOnly objects are never updated, an agent stopped
 //! while work is withdrawn converges on restart with nothing duplicated, and a deleted WDS
-//! object leaves the WEC and the mailbox.
+//! object leaves the WEC and the mailbox; an object the agent fails to update stays on the
+//! WEC (the chaos scenario's seed 1 saw every transient apply error delete the object).
 
 mod support;
 
@@ -12,6 +13,9 @@ use stellar::ocm::{AppliedManifestWork, ManifestWork};
 use support::{ITS, WDS, create, unique, until};
 
 const WEC: &str = "wec2";
+
+/// The tests of this binary each run their own agent for [`WEC`]: one at a time.
+static AGENT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn wec_cm(wec: &kube::Client, ns: &str, name: &str) -> Option<Value> {
     support::dynamic(wec, "", "v1", "ConfigMap", Some(ns))
@@ -48,6 +52,7 @@ async fn policy(wds: &kube::Client, name: &str, ns: &str, object: &str, create_o
 
 #[tokio::test]
 async fn shared_ownership_create_only_and_restart() {
+    let _agent = AGENT.lock().await;
     support::start_controllers();
     let wds = support::client(WDS).await;
     let its = support::client(ITS).await;
@@ -232,4 +237,100 @@ async fn shared_ownership_create_only_and_restart() {
         .delete(&id, &DeleteParams::default())
         .await
         .expect("ns");
+}
+
+#[tokio::test]
+async fn an_object_that_fails_to_update_stays_on_the_wec() {
+    let _agent = AGENT.lock().await;
+    support::start_controllers();
+    let wds = support::client(WDS).await;
+    let its = support::client(ITS).await;
+    let wec = support::client(WEC).await;
+    support::register(&its, WEC).await;
+    let (a, w) = (its.clone(), wec.clone());
+    let agent =
+        tokio::spawn(async move { stellar::agent::run(a, w, support::agent_options(WEC)).await });
+    let id = unique("af");
+    create(
+        &wds,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": id}}),
+    )
+    .await
+    .expect("ns");
+    create(
+        &wds,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": id}, "data": {"v": "1"}}),
+    )
+    .await
+    .expect("cm");
+    policy(&wds, &id, &id, "c", false).await;
+    let uid = until("c on the WEC", 60, || async {
+        wec_cm(&wec, &id, "c").await?["metadata"]["uid"]
+            .as_str()
+            .map(str::to_owned)
+    })
+    .await;
+
+    // Made immutable on the WEC: the agent's update of the new data is refused there.
+    support::dynamic(&wec, "", "v1", "ConfigMap", Some(&id))
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"immutable": true})),
+        )
+        .await
+        .expect("immutable on the WEC");
+    support::dynamic(&wds, "", "v1", "ConfigMap", Some(&id))
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": "2"}})),
+        )
+        .await
+        .expect("new data in the WDS");
+    let works: Api<ManifestWork> = Api::namespaced(its.clone(), WEC);
+    let sel = format!("transport.kubestellar.io/originOwnerReferenceBindingKey={id}");
+    until(
+        "the failed update reported on the ManifestWork",
+        60,
+        || async {
+            let mws = works.list(&ListParams::default().labels(&sel)).await.ok()?;
+            mws.items
+                .iter()
+                .flat_map(|mw| {
+                    mw.status
+                        .iter()
+                        .flat_map(|s| s.resource_status.manifests.iter())
+                })
+                .any(|m| {
+                    m.resource_meta.name == "c"
+                        && m.conditions
+                            .iter()
+                            .any(|c| c.type_ == "Applied" && c.status == "False")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    // Still there: the same object, with its old data.
+    let cm = wec_cm(&wec, &id, "c").await.expect("c still on the WEC");
+    assert_eq!(cm["metadata"]["uid"].as_str(), Some(uid.as_str()));
+    assert_eq!(cm["data"]["v"], "1");
+
+    support::dynamic(
+        &wds,
+        "control.kubestellar.io",
+        "v1alpha1",
+        "BindingPolicy",
+        None,
+    )
+    .delete(&id, &DeleteParams::default())
+    .await
+    .expect("delete the policy");
+    until("c gone from the WEC", 60, || async {
+        wec_cm(&wec, &id, "c").await.is_none().then_some(())
+    })
+    .await;
+    agent.abort();
 }

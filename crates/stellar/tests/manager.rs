@@ -1,7 +1,8 @@
 //! The `stellar` controller-manager as a process of its own, against the second WDS
 //! (`wds2`), the ITS and the WECs: wrapping several objects per ManifestWork, status clearing
 //! across a restart, leader election between two replicas, and `stellar where`. The tests of
-//! this binary run one at a time (they start controller-managers for the same WDS).
+//! this binary run one at a time, and never beside the chaos test's runs (they all start
+//! controller-managers for the same WDS): each holds `spaces::hold(WDS2)`.
 
 mod support;
 
@@ -18,8 +19,6 @@ use stellar::names;
 use stellar::ocm::ManifestWork;
 use support::{ITS, WDS2, create, unique, until};
 use testenv::spaces;
-
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A `stellar` child process, its stderr in a file; killed when dropped.
 struct Proc {
@@ -184,7 +183,7 @@ async fn wec_maps(wec: &Client, ns: &str) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn several_objects_per_manifest_work_with_upstreams_limits() {
-    let _serial = SERIAL.lock().await;
+    let _serving = spaces::hold(WDS2).await.expect("hold wds2");
     let (wds, its, wec1) = setup().await;
     let wec2 = support::client("wec2").await;
     let _cm = Proc::manager(
@@ -366,7 +365,7 @@ async fn deployment(wds: &Client, ns: &str, name: &str) {
 
 #[tokio::test]
 async fn returned_status_is_cleared_after_a_restart() {
-    let _serial = SERIAL.lock().await;
+    let _serving = spaces::hold(WDS2).await.expect("hold wds2");
     let (wds, _its, _wec1) = setup().await;
     let ns = unique("restart");
     namespace(&wds, &ns).await;
@@ -449,7 +448,7 @@ async fn holder(leases: &Api<Lease>, name: &str) -> Option<(String, i32)> {
 
 #[tokio::test]
 async fn two_controller_managers_one_leader_and_the_standby_takes_over() {
-    let _serial = SERIAL.lock().await;
+    let _serving = spaces::hold(WDS2).await.expect("hold wds2");
     let (wds, its, _wec1) = setup().await;
     let lease = unique("cm-lease");
     let flags = [

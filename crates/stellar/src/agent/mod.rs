@@ -14,7 +14,8 @@
 //!   by its update strategy: `Update` (create, else merge metadata and PUT only when the live
 //!   object lacks something the manifest says), `CreateOnly` (create, else only ensure the
 //!   owner), `ServerSideApply` (field manager `work-agent` or the configured one, `force` as
-//!   configured), `ReadOnly` (only checks existence; never owned).
+//!   configured), `ReadOnly` (only checks existence; never owned). A manifest that fails to
+//!   apply keeps what it applied before (listed, owned, never pruned for the failure).
 //! - The AppliedManifestWork's `status.appliedResources` lists what was applied (sorted);
 //!   resources a ManifestWork no longer carries are pruned: deleted (UID precondition) when
 //!   this AppliedManifestWork is their only one and no other live ManifestWork of the mailbox
@@ -371,10 +372,23 @@ async fn apply_work(ctx: &Ctx, mw: &ManifestWork) -> Result<(), AgentError> {
                 && n.namespace == r.namespace
                 && n.name == r.name
         });
-        if !still && let Err(e) = prune_resource(ctx, r, &amw_uid, false).await {
+        if still {
+            continue;
+        }
+        // A resource this pass failed to apply is still carried: it stays listed (and owned)
+        // as it was; only what the ManifestWork no longer carries is pruned. (Pruning it
+        // deleted a wanted object from the WEC on any transient error, and the next pass
+        // created it anew.)
+        if outcomes
+            .iter()
+            .any(|o| o.applied.is_err() && carries(&o.meta, r))
+        {
+            now_applied.push(r.clone());
+        } else if let Err(e) = prune_resource(ctx, r, &amw_uid, false).await {
             errors.push(e);
         }
     }
+    now_applied.sort();
     if before != now_applied {
         let api: Api<AppliedManifestWork> = Api::all(ctx.wec.clone());
         api.patch_status(
@@ -404,6 +418,14 @@ async fn apply_work(ctx: &Ctx, mw: &ManifestWork) -> Result<(), AgentError> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+// Whether manifest `m` is the resource `r` (its resource is unknown when discovery failed).
+fn carries(m: &crate::ocm::ManifestResourceMeta, r: &AppliedManifestResourceMeta) -> bool {
+    m.group == r.group
+        && m.namespace == r.namespace
+        && m.name == r.name
+        && (m.resource == r.resource || m.resource.is_empty())
 }
 
 fn orphaned(mw: &ManifestWork, group: &str, resource: &str, ns: &str, name: &str) -> bool {

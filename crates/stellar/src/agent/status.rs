@@ -279,7 +279,7 @@ async fn write_one(
             serde_json::from_value(want.clone()).map_err(kube::Error::SerdeError)?;
         match api.create(&PostParams::default(), &ws).await {
             Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) if kit::errors::already_exists(&e) => {}
             Err(e) => return Err(e),
         }
         if want.get("status").is_some() {

@@ -61,7 +61,14 @@ pub async fn run(wds: Client, its: Client, opts: Options) -> anyhow::Result<()> 
         wake.clone(),
         opts.api_groups,
     ));
-    workloads.sync().await?;
+    // The first discovery must succeed before the watches start; an API error here is
+    // transient (the watch of CRDs re-runs it on every change later), so it is retried.
+    let mut retry = Duration::from_millis(200);
+    while let Err(e) = workloads.sync().await {
+        tracing::warn!(error = %e, "discovery of the workload resources failed; retrying");
+        tokio::time::sleep(retry).await; // back-off before the next attempt
+        retry = (retry * 2).min(Duration::from_secs(10));
+    }
     tasks.spawn(workloads::watch_crds(wds.clone(), workloads.clone()));
 
     let ctx = writer::Ctx {

@@ -9,7 +9,8 @@
 //!   saw its objects twice).
 //! - Each watch writes the index (a restart re-lists and replaces that resource's objects) and
 //!   wakes the writer; a watch error is logged and the watch retries with back-off.
-//! - [`watch_crds`] re-runs [`Workloads::sync`] on every CRD event.
+//! - [`watch_crds`] re-runs [`Workloads::sync`] on every CRD event, and once for the whole
+//!   list of CRDs when its watch (re-)lists them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -56,9 +57,7 @@ impl Workloads {
 
     /// Discovers the served resources and starts or stops watches to match.
     pub async fn sync(&self) -> Result<(), kube::Error> {
-        let discovery = kube::discovery::Discovery::new(self.client.clone())
-            .run()
-            .await?;
+        let discovery = crate::discover::served(&self.client).await?;
         let mut want: BTreeMap<Gvr, ApiResource> = BTreeMap::new();
         for group in discovery.groups() {
             for (ar, caps) in group.recommended_resources() {
@@ -185,28 +184,37 @@ pub async fn watch_crds(client: Client, workloads: Arc<Workloads>) {
     let api: Api<CustomResourceDefinition> = Api::all(client);
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
+    // The CRDs of a (re-)list, synced once it is complete: one discovery for all of them, not
+    // one per CRD (a start against a WDS with many CRDs would otherwise run discovery, tens of
+    // requests, once per CRD).
+    let mut listed: Vec<(CustomResourceDefinition, bool)> = Vec::new();
     while let Some(ev) = stream.next().await {
-        let (crd, gone) = match ev {
-            Ok(watcher::Event::Apply(crd) | watcher::Event::InitApply(crd)) => (crd, false),
-            Ok(watcher::Event::Delete(crd)) => (crd, true),
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, "CRD watch failed; retrying");
-                continue;
+        match ev {
+            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::InitApply(crd)) => listed.push((crd, false)),
+            Ok(watcher::Event::InitDone) => {
+                sync_until_settled(&workloads, &std::mem::take(&mut listed)).await
             }
-        };
-        // Discovery can lag a CRD's Established condition or its removal by a moment: retry
-        // until the watches agree with the CRD.
-        let mut delay = Duration::from_millis(100);
-        for _ in 0..12 {
-            match workloads.sync().await {
-                Ok(()) if workloads.settled(&crd, gone) => break,
-                Ok(()) => {}
-                Err(e) => tracing::warn!(error = %e, "discovery failed; retrying"),
-            }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(5));
+            Ok(watcher::Event::Apply(crd)) => sync_until_settled(&workloads, &[(crd, false)]).await,
+            Ok(watcher::Event::Delete(crd)) => sync_until_settled(&workloads, &[(crd, true)]).await,
+            Err(e) => tracing::warn!(error = %e, "CRD watch failed; retrying"),
         }
+    }
+}
+
+// Syncs the watches with discovery until they agree with every CRD of `crds` (each with
+// whether it is gone). Discovery can lag a CRD's Established condition or its removal by a
+// moment: retried with back-off, 12 times at most.
+async fn sync_until_settled(workloads: &Workloads, crds: &[(CustomResourceDefinition, bool)]) {
+    let mut delay = Duration::from_millis(100);
+    for _ in 0..12 {
+        match workloads.sync().await {
+            Ok(()) if crds.iter().all(|(crd, gone)| workloads.settled(crd, *gone)) => break,
+            Ok(()) => {}
+            Err(e) => tracing::warn!(error = %e, "discovery failed; retrying"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
     }
 }
 

@@ -254,7 +254,7 @@ pub async fn pass(wds: &Client, opts: &Options, s: &Stores) -> Vec<StatusError> 
                     serde_json::from_value(want.clone()).expect("a CombinedStatus");
                 match api.create(&PostParams::default(), &cs).await {
                     Ok(_) => Ok(()),
-                    Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                    Err(e) if kit::errors::already_exists(&e) => Ok(()),
                     Err(e) => Err(e),
                 }
             }

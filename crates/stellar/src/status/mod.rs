@@ -15,8 +15,9 @@
 //!   label `managed-by.kubestellar.io/multiwecstatus: "true"`.
 //! - Clear: `.status: {}` and both labels removed, only for objects carrying one of the labels
 //!   (objects this controller returned status to), including objects no Binding lists any
-//!   more: those are found at start from the labels themselves ([`marked`]) and remembered
-//!   from then on, so a restart loses nothing. Namespaces and CRDs are never written.
+//!   more: those are found from the labels themselves ([`marked`], scanned at start beside
+//!   the passes, which never wait for it) and remembered from then on, so a restart loses
+//!   nothing. Namespaces and CRDs are never written.
 //! - CombinedStatus (see [`combined`]): one per (object, BindingPolicy) whose merged
 //!   `statusCollectors` is not empty, named `<object UID>.<policy UID>`, in the object's
 //!   namespace (`kubestellar-report` for cluster-scoped objects), with upstream's five labels
@@ -43,6 +44,7 @@ use tokio::sync::Notify;
 use crate::agent::drive;
 use crate::api::{Binding, CombinedStatus, StatusCollector, WorkStatus};
 use crate::names;
+use crate::retry::until_ok;
 
 /// How the status controller runs.
 #[derive(Debug, Clone)]
@@ -121,36 +123,38 @@ pub async fn run(wds: Client, its: Client, opts: Options) -> anyhow::Result<()> 
     statuses.wait_until_ready().await?;
     collectors.wait_until_ready().await?;
     combined.wait_until_ready().await?;
-    let mut delay = Duration::from_millis(200);
-    while let Err(e) = crate::hub::ensure_namespace(&wds, names::REPORT_NAMESPACE).await {
-        tracing::warn!(error = %e, "creating the kubestellar-report namespace; retrying");
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(10));
-    }
+    until_ok("creating the kubestellar-report namespace", || {
+        crate::hub::ensure_namespace(&wds, names::REPORT_NAMESPACE)
+    })
+    .await;
     let stores = combined::Stores {
         bindings: bindings.clone(),
         statuses: statuses.clone(),
         collectors,
         combined,
     };
-    // Objects returned status to before (this process or an earlier one): from their labels.
-    let mut delay = Duration::from_millis(200);
-    let mut returned = loop {
-        match marked::labelled(&wds).await {
-            Ok(m) => break m,
-            Err(e) => {
-                tracing::warn!(error = %e, "listing objects with returned status; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(10));
-            }
-        }
-    };
-    tracing::info!(objects = returned.len(), "objects with returned status");
+    // Objects returned status to before (this process or an earlier one), from their labels:
+    // scanned beside the passes, so returning status for what the Bindings want now never
+    // waits for the scan; what it finds joins `returned` when it is done.
+    let (found_tx, mut found) = tokio::sync::oneshot::channel();
+    {
+        let (wds, wake) = (wds.clone(), wake.clone());
+        tasks.spawn(async move {
+            let m = marked::labelled(&wds).await;
+            tracing::info!(objects = m.len(), "objects with returned status");
+            let _ = found_tx.send(m);
+            wake.notify_one();
+        });
+    }
+    let mut returned = BTreeSet::new();
     let mut backoff = Duration::from_millis(100);
     wake.notify_one();
     loop {
         wake.notified().await;
         tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Ok(m) = found.try_recv() {
+            returned.extend(m);
+        }
         let mut errors = pass(&wds, &opts, &bindings, &statuses, &mut returned).await;
         errors.extend(combined::pass(&wds, &opts, &stores).await);
         if errors.is_empty() {
