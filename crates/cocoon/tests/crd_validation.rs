@@ -3,7 +3,7 @@
 //! CEL rules (release policy, immutable CPU class and podRef) hold, the short names are ours
 //! (`cset`, not kubectl's `cs`), and `kubectl apply -k deploy/cocoon` passes a server dry run.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
@@ -338,7 +338,7 @@ fn columns(crd: &CustomResourceDefinition) -> Vec<String> {
 }
 
 fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cocoon")
+    testenv::workspace_root().join("deploy/cocoon")
 }
 
 #[tokio::test]

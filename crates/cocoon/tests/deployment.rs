@@ -5,7 +5,7 @@
 //! CocoonSet comes up; after the leader's pod is deleted another replica takes over and
 //! suspends the set (every VM snapshotted through the registry), never two leaders at once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use cocoon::crd::{CocoonSet, CocoonSetPhase};
@@ -26,7 +26,7 @@ const SET: &str = "demo";
 const T: Duration = Duration::from_secs(120);
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    testenv::workspace_root()
 }
 
 /// The test kustomization (tests/deploy), in `ns`, running this build's binary on `registry`.
@@ -36,7 +36,7 @@ async fn deploy(
     registry: &str,
 ) -> anyhow::Result<procnode::ImageRegistration> {
     OperatorDeployment {
-        crate_dir: env!("CARGO_MANIFEST_DIR"),
+        crate_dir: "crates/cocoon",
         repository: REPOSITORY,
         binary: "cocoon-operator",
         binary_path: env!("CARGO_BIN_EXE_cocoon-operator"),

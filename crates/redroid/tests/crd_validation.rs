@@ -205,10 +205,8 @@ async fn resources_named_in_the_guide_are_served() {
         served.push(r.kind.to_lowercase());
         served.extend(r.short_names.iter().flatten().cloned());
     }
-    let guide = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/redroid.md"),
-    )
-    .expect("guide");
+    let guide =
+        std::fs::read_to_string(testenv::workspace_root().join("docs/redroid.md")).expect("guide");
     let mut named = Vec::new();
     for verb in ["kubectl get ", "kubectl describe "] {
         for (at, _) in guide.match_indices(verb) {

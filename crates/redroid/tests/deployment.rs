@@ -4,7 +4,7 @@
 //! electing one leader through the Lease, converging the samples, and handing leadership to
 //! the other replica when the leader's pod is deleted, with never two leaders at once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -21,13 +21,13 @@ const REPOSITORY: &str = "ghcr.io/flotilla/redroid-operator";
 const T: Duration = Duration::from_secs(120);
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    testenv::workspace_root()
 }
 
 /// The test kustomization (tests/deploy), in `ns`, running this build's binary.
 async fn deploy(admin: &kube::Client, ns: &str) -> anyhow::Result<procnode::ImageRegistration> {
     OperatorDeployment {
-        crate_dir: env!("CARGO_MANIFEST_DIR"),
+        crate_dir: "crates/redroid",
         repository: REPOSITORY,
         binary: "redroid-operator",
         binary_path: env!("CARGO_BIN_EXE_redroid-operator"),

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::authorization::v1::{
@@ -26,7 +26,7 @@ const OPERATOR_SA: &str = "redroid-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redroid")
+    testenv::workspace_root().join("deploy/redroid")
 }
 
 async fn setup(

@@ -30,7 +30,7 @@ const IMAGE_PROGRAMS: [(&str, &[&str]); 2] = [
 ];
 
 fn samples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redroid/samples")
+    testenv::workspace_root().join("deploy/redroid/samples")
 }
 
 fn sample_objects(namespace: &str) -> Vec<DynamicObject> {

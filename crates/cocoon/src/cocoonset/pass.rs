@@ -122,7 +122,7 @@ impl<'a> Pass<'a> {
                 self.ctx.expectations.created(self.uid(), &created);
                 Ok(Created::Yes)
             }
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Created::AlreadyExists),
+            Err(e) if kit::errors::already_exists(&e) => Ok(Created::AlreadyExists),
             Err(source) => Err(Error::CreatePod {
                 pod: pod.name_any(),
                 source,

@@ -53,7 +53,7 @@ async fn world(seed: Option<u64>) -> anyhow::Result<World> {
     let setup = Setup {
         crds: cocoon::crd::crds(),
         prefix: "co-chaos",
-        rbac: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cocoon/rbac"),
+        rbac: testenv::workspace_root().join("deploy/cocoon/rbac"),
         deploy_namespace: DEPLOY_NAMESPACE,
     };
     let base = Base::new(setup, seed).await?;

@@ -12,7 +12,6 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,7 +93,7 @@ impl Env {
             .expect("start simulator");
         // The operator runs as its own ServiceAccount under deploy/cocoon/rbac, not as admin:
         // a permission missing from the hand-written role fails these tests.
-        let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cocoon/rbac");
+        let rbac = testenv::workspace_root().join("deploy/cocoon/rbac");
         let cleanup = testenv::rbac::install_rbac(&client, &rbac, "cocoon-system", &ns.name)
             .await
             .expect("install the operator's RBAC");

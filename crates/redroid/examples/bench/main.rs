@@ -287,7 +287,7 @@ impl Bench {
     ) -> anyhow::Result<Figures> {
         let _binding = match rbac {
             None => {
-                let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redroid/rbac");
+                let dir = testenv::workspace_root().join("deploy/redroid/rbac");
                 testenv::rbac::install_rbac(&self.admin, &dir, "redroid-system", ns).await?
             }
             Some(file) => {

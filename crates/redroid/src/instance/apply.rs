@@ -238,7 +238,7 @@ async fn create(
             Ok(PodState::Created(name))
         }
         // Created by an earlier pass our cache has not seen yet: never a second Pod.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(PodState::Created(name)),
+        Err(e) if kit::errors::already_exists(&e) => Ok(PodState::Created(name)),
         Err(source) => {
             event(
                 ctx,

@@ -42,7 +42,7 @@ async fn world(seed: Option<u64>) -> anyhow::Result<Base> {
     let setup = Setup {
         crds: redroid::crd::crds(),
         prefix: "rd-chaos",
-        rbac: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/redroid/rbac"),
+        rbac: testenv::workspace_root().join("deploy/redroid/rbac"),
         deploy_namespace: DEPLOY_NAMESPACE,
     };
     let base = Base::new(setup, seed).await?;
