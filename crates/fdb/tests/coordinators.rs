@@ -21,33 +21,6 @@ use support::{Harness, create};
 
 const GATE: f64 = 3600.0;
 
-/// Patches the spec and waits until a pass has computed the conditions for the new
-/// generation (see `removals.rs`): after two such calls, a whole pass ran after the first.
-async fn bump(h: &Harness, name: &str, spec: serde_json::Value) -> FoundationDBCluster {
-    let c = h
-        .clusters()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": spec})),
-        )
-        .await
-        .expect("patch the spec");
-    let generation = c.metadata.generation;
-    testenv::wait_for(
-        &h.clusters(),
-        name,
-        Duration::from_secs(120),
-        move |c: &FoundationDBCluster| {
-            let conditions = c.status.clone().unwrap_or_default().conditions;
-            kit::conditions::get(&conditions, "Ready")
-                .is_some_and(|r| r.observed_generation == generation)
-        },
-    )
-    .await
-    .expect("a pass for the new generation")
-}
-
 fn coordinator_changes(calls: &[String]) -> Vec<String> {
     calls
         .iter()
@@ -102,8 +75,10 @@ async fn a_lost_coordinator_is_replaced_only_after_the_recovery_age_gate() {
     .await
     .unwrap_or_else(|e| panic!("{e}: processes {:?}", db.processes()));
     // Two whole passes later, the gate (an hour since the last recovery) still holds.
-    bump(&h, name, json!({"minimumUptimeSecondsForBounce": 601})).await;
-    bump(&h, name, json!({"minimumUptimeSecondsForBounce": 602})).await;
+    h.bump(name, json!({"minimumUptimeSecondsForBounce": 601}))
+        .await;
+    h.bump(name, json!({"minimumUptimeSecondsForBounce": 602}))
+        .await;
     assert_eq!(
         coordinator_changes(&db.calls()[calls..]),
         Vec::<String>::new(),
@@ -128,8 +103,10 @@ async fn a_lost_coordinator_is_replaced_only_after_the_recovery_age_gate() {
     assert_eq!(new.coordinators.len(), 3, "{new:?}");
     assert!(!new.coordinators.contains(&lost_address), "{new:?}");
     // Settled: two more whole passes, still the one change.
-    bump(&h, name, json!({"minimumUptimeSecondsForBounce": 603})).await;
-    bump(&h, name, json!({"minimumUptimeSecondsForBounce": 604})).await;
+    h.bump(name, json!({"minimumUptimeSecondsForBounce": 603}))
+        .await;
+    h.bump(name, json!({"minimumUptimeSecondsForBounce": 604}))
+        .await;
     let changes = coordinator_changes(&db.calls()[calls..]);
     assert_eq!(changes.len(), 1, "{changes:?}");
     assert!(!changes[0].contains(&lost_address), "{changes:?}");

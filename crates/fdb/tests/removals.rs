@@ -13,7 +13,6 @@ mod support;
 
 use std::time::Duration;
 
-use fdb::crd::FoundationDBCluster;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -21,34 +20,6 @@ use support::{Harness, create, groups, ids};
 
 /// A finalizer no controller knows: it holds the pod until the test removes it.
 const HOLD: &str = "flotilla.test/hold";
-
-/// Patches the cluster's spec with `spec` and waits until a pass has computed the conditions
-/// for the new generation: after a second such call returns, every step of the pass that
-/// started for the first one has run (passes of one cluster never overlap).
-async fn bump(h: &Harness, name: &str, spec: serde_json::Value) {
-    let c = h
-        .clusters()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": spec})),
-        )
-        .await
-        .expect("patch the spec");
-    let generation = c.metadata.generation;
-    testenv::wait_for(
-        &h.clusters(),
-        name,
-        Duration::from_secs(120),
-        move |c: &FoundationDBCluster| {
-            let conditions = c.status.clone().unwrap_or_default().conditions;
-            kit::conditions::get(&conditions, "Ready")
-                .is_some_and(|r| r.observed_generation == generation)
-        },
-    )
-    .await
-    .expect("a pass for the new generation");
-}
 
 #[tokio::test]
 async fn a_group_removed_without_exclusion_is_deleted_with_no_exclude_or_include() {
@@ -176,8 +147,10 @@ async fn a_pod_stuck_terminating_keeps_its_group_and_blocks_the_include_until_re
     .await
     .unwrap_or_else(|e| panic!("{e}: calls {:?}", db.calls()));
     // Two whole passes later (every gate open, the inclusion gate too), still no include.
-    bump(&h, name, json!({"minimumUptimeSecondsForBounce": 601})).await;
-    bump(&h, name, json!({"minimumUptimeSecondsForBounce": 602})).await;
+    h.bump(name, json!({"minimumUptimeSecondsForBounce": 601}))
+        .await;
+    h.bump(name, json!({"minimumUptimeSecondsForBounce": 602}))
+        .await;
     let c = h.clusters().get(name).await.unwrap();
     assert!(
         groups(&c)

@@ -205,6 +205,16 @@ impl FakeClients {
             .clone()
     }
 
+    /// Makes `namespace/name` reach `db`: clusters in several namespaces (each with its own
+    /// operator instance) sharing one database, as several Kubernetes clusters share one
+    /// FoundationDB cluster.
+    pub fn share(&self, namespace: &str, name: &str, db: FakeDatabase) {
+        self.databases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(format!("{namespace}/{name}"), db);
+    }
+
     fn of(&self, cluster: &FoundationDBCluster) -> FakeDatabase {
         let db = self.database(
             &cluster.namespace().unwrap_or_default(),

@@ -204,31 +204,17 @@ impl Harness {
     /// The processes follow the pods, each pod's monitor played by
     /// `fdb::admin::fake_monitor`; a pod gone while its process holds data is recorded.
     pub fn simulate(&self, name: &str) {
-        let (db, pods, token, violations) = (
-            self.db(name),
-            Api::<Pod>::namespaced(self.client.clone(), &self.ns.name),
-            self.token.clone(),
-            self.violations.clone(),
-        );
-        let configs = Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns.name);
-        let cm_name = format!("{name}-config");
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(200));
-            while !token.is_cancelled() {
-                tick.tick().await;
-                let Ok(mut list) = pods.list(&ListParams::default()).await else {
-                    continue;
-                };
-                for id in fdb::sim::follow::gone_holding_data(&db, &list.items) {
-                    violations
-                        .lock()
-                        .unwrap()
-                        .push(format!("pod of {id} gone while its process held data"));
-                }
-                fdb::sim::follow::play_monitors(&pods, &configs, &cm_name, &mut list.items).await;
-                db.sync_pods(&list.items, CLASS_LABEL, ID_LABEL, "7.1.57");
-            }
-        });
+        simulate_clusters(&[(self, name)], self.db(name));
+    }
+
+    /// The operator with `options`, its cluster `name` reaching database `db` (another
+    /// harness's): a second operator instance, in a namespace of its own, on one database.
+    pub async fn start_on(prefix: &str, options: Options, name: &str, db: FakeDatabase) -> Self {
+        let h = Self::prepare(prefix).await;
+        h.clients.share(&h.ns.name, name, db);
+        h.operator_run.lock().unwrap().1 = options;
+        h.spawn_operator();
+        h
     }
 
     pub fn clusters(&self) -> Api<FoundationDBCluster> {
@@ -258,6 +244,34 @@ impl Harness {
             .await
             .expect("list Events")
             .items
+    }
+
+    /// Patches cluster `name`'s spec with `spec` and waits until a pass has computed the
+    /// conditions for the new generation: after a second such call returns, every step of the
+    /// pass that started for the first one has run (passes of one cluster never overlap).
+    pub async fn bump(&self, name: &str, spec: serde_json::Value) -> FoundationDBCluster {
+        let c = self
+            .clusters()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
+            .await
+            .expect("patch the spec");
+        let generation = c.metadata.generation;
+        testenv::wait_for(
+            &self.clusters(),
+            name,
+            Duration::from_secs(120),
+            move |c: &FoundationDBCluster| {
+                let conditions = c.status.clone().unwrap_or_default().conditions;
+                kit::conditions::get(&conditions, "Ready")
+                    .is_some_and(|r| r.observed_generation == generation)
+            },
+        )
+        .await
+        .expect("a pass for the new generation")
     }
 
     /// Sets cluster `name`'s storage process count to `n`.
@@ -307,6 +321,54 @@ impl Harness {
         .await
         .expect("cluster reconciled without pending removals")
     }
+}
+
+/// The processes of database `db` follow the pods of every cluster in `clusters` (each in its
+/// harness's namespace), each pod's monitor played by `fdb::admin::fake_monitor`: every 200 ms
+/// each cluster's pods are listed, then the database's processes are set from all of them at
+/// once; a pod gone while its process holds data is recorded in the first harness's
+/// violations. Until the first harness is dropped.
+pub fn simulate_clusters(clusters: &[(&Harness, &str)], db: FakeDatabase) {
+    let (token, violations) = (
+        clusters[0].0.token.clone(),
+        clusters[0].0.violations.clone(),
+    );
+    let parts: Vec<(Api<Pod>, Api<ConfigMap>, String)> = clusters
+        .iter()
+        .map(|(h, name)| {
+            (
+                Api::namespaced(h.client.clone(), &h.ns.name),
+                Api::namespaced(h.client.clone(), &h.ns.name),
+                format!("{name}-config"),
+            )
+        })
+        .collect();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        'ticks: while !token.is_cancelled() {
+            tick.tick().await;
+            let mut lists = Vec::new();
+            for (pods, _, _) in &parts {
+                let Ok(list) = pods.list(&ListParams::default()).await else {
+                    continue 'ticks;
+                };
+                lists.push(list.items);
+            }
+            let all: Vec<Pod> = lists.iter().flatten().cloned().collect();
+            for id in fdb::sim::follow::gone_holding_data(&db, &all) {
+                violations
+                    .lock()
+                    .unwrap()
+                    .push(format!("pod of {id} gone while its process held data"));
+            }
+            let mut all = Vec::new();
+            for ((pods, configs, cm_name), mut list) in parts.iter().zip(lists) {
+                fdb::sim::follow::play_monitors(pods, configs, cm_name, &mut list).await;
+                all.extend(list);
+            }
+            db.sync_pods(&all, CLASS_LABEL, ID_LABEL, "7.1.57");
+        }
+    });
 }
 
 impl Drop for Harness {
