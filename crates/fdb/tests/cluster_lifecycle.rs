@@ -508,28 +508,10 @@ async fn a_spec_only_the_operator_can_judge_is_reported_and_nothing_is_created()
         .create(&PostParams::default(), &cluster)
         .await
         .expect("admitted");
-    let c = testenv::wait_for(
-        &h.clusters(),
-        name,
-        Duration::from_secs(60),
-        |c: &FoundationDBCluster| {
-            let conditions = c.status.clone().unwrap_or_default().conditions;
-            kit::conditions::get(&conditions, "SpecValid").is_some_and(|s| s.status == "False")
-        },
-    )
-    .await
-    .expect("SpecValid is False");
-    let conditions = c.status.unwrap().conditions;
-    let valid = kit::conditions::get(&conditions, "SpecValid").unwrap();
-    assert_eq!(valid.reason, "InvalidSpec");
+    let message = h.spec_invalid(name).await;
     assert!(
-        valid.message.contains("ssd-redwood-1") && valid.message.contains("7.1.57"),
-        "{valid:?}"
-    );
-    let ready = kit::conditions::get(&conditions, "Ready").unwrap();
-    assert_eq!(
-        (ready.status.as_str(), ready.reason.as_str()),
-        ("False", "InvalidSpec")
+        message.contains("ssd-redwood-1") && message.contains("7.1.57"),
+        "{message}"
     );
     let pods = Api::<Pod>::namespaced(h.client.clone(), &h.ns.name)
         .list(&ListParams::default())
@@ -711,31 +693,11 @@ async fn a_split_image_is_reported_invalid_and_nothing_changes() {
         )
         .await
         .expect("admitted");
-    let c = testenv::wait_for(
-        &h.clusters(),
-        name,
-        Duration::from_secs(60),
-        |c: &FoundationDBCluster| {
-            let conditions = c.status.clone().unwrap_or_default().conditions;
-            kit::conditions::get(&conditions, "SpecValid").is_some_and(|s| s.status == "False")
-        },
-    )
-    .await
-    .expect("SpecValid is False");
-    let conditions = c.status.unwrap().conditions;
-    let valid = kit::conditions::get(&conditions, "SpecValid").unwrap();
-    assert_eq!(valid.reason, "InvalidSpec");
+    let message = h.spec_invalid(name).await;
     assert!(
-        valid
-            .message
-            .contains("imageType \"split\" is not supported")
-            && valid.message.contains("set imageType: unified"),
-        "{valid:?}"
-    );
-    let ready = kit::conditions::get(&conditions, "Ready").unwrap();
-    assert_eq!(
-        (ready.status.as_str(), ready.reason.as_str()),
-        ("False", "InvalidSpec")
+        message.contains("imageType \"split\" is not supported")
+            && message.contains("set imageType: unified"),
+        "{message}"
     );
     let warned = testenv::eventually(
         "a Warning Event InvalidSpec",

@@ -192,9 +192,9 @@ mod tests {
         ]);
         assert_eq!(f.namespaces(), ns(&["games", "tools"]));
         assert_eq!(f.settings().kmsg_tools_image, "registry.local/kmsg:1");
-        assert_eq!(f.settings().max_concurrent_reconciles, 4);
-        let f = parse(&["--max-concurrent-reconciles", "16"]);
         assert_eq!(f.settings().max_concurrent_reconciles, 16);
+        let f = parse(&["--max-concurrent-reconciles", "4"]);
+        assert_eq!(f.settings().max_concurrent_reconciles, 4);
         assert_eq!(parse(&["--watch-namespaces="]).namespaces(), None);
     }
 

@@ -235,8 +235,6 @@ impl Harness {
         .expect("cluster reconciled")
     }
 
-    /// Reconciled with every removal finished: a pending removal (resources terminating or
-    /// waiting for the include) does not block `reconciled`, as upstream.
     /// The Events in the test's namespace.
     pub async fn events(&self) -> Vec<k8s_openapi::api::events::v1::Event> {
         Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.client.clone(), &self.ns.name)
@@ -306,6 +304,33 @@ impl Harness {
         .unwrap_or_else(|e| panic!("{e}: calls {:?}", self.db(name).calls()));
     }
 
+    /// Waits until cluster `name` reports `SpecValid` False, checks that it and `Ready` give
+    /// the reason `InvalidSpec`, and returns `SpecValid`'s message.
+    pub async fn spec_invalid(&self, name: &str) -> String {
+        let c = testenv::wait_for(
+            &self.clusters(),
+            name,
+            Duration::from_secs(60),
+            |c: &FoundationDBCluster| {
+                let conditions = c.status.clone().unwrap_or_default().conditions;
+                kit::conditions::get(&conditions, "SpecValid").is_some_and(|s| s.status == "False")
+            },
+        )
+        .await
+        .expect("SpecValid is False");
+        let conditions = c.status.unwrap().conditions;
+        let valid = kit::conditions::get(&conditions, "SpecValid").unwrap();
+        assert_eq!(valid.reason, "InvalidSpec");
+        let ready = kit::conditions::get(&conditions, "Ready").unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "InvalidSpec")
+        );
+        valid.message.clone()
+    }
+
+    /// Reconciled with every removal finished: a pending removal (resources terminating or
+    /// waiting for the include) does not block `reconciled`, as upstream.
     pub async fn removals_done(&self, name: &str, timeout: Duration) -> FoundationDBCluster {
         testenv::wait_for(
             &self.clusters(),

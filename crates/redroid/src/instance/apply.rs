@@ -83,7 +83,8 @@ pub enum PodState {
 ///
 /// An Event is a courtesy: the pass that decided it goes on at once instead of waiting for
 /// the API server to store it, so a pass costs its own writes only (under load, an awaited
-/// Event added one round trip to every pass that created a Pod or became ready).
+/// Event added one round trip to every pass that created a Pod or became ready). Background
+/// Events are written [`crate::context::BACKGROUND_EVENTS`] at a time, in the order decided.
 pub fn event(
     ctx: &Context,
     inst: &RedroidInstance,
@@ -93,7 +94,10 @@ pub fn event(
 ) {
     let reference = inst.object_ref(&());
     let recorder = ctx.recorder.clone();
+    let permits = ctx.background_events.clone();
     tokio::spawn(async move {
+        // The semaphore is never closed; without a permit the Event is still written.
+        let _permit = permits.acquire_owned().await.ok();
         kit::events::publish(&recorder, &reference, warning, reason, note, None).await;
     });
 }

@@ -3,7 +3,8 @@
 //!
 //! Contract of [`reconcile`], as named steps: `release_legacy_finalizer` (deleting objects
 //! only) → `clear_expired_overrides` → `observe` → `validate` (desired phase, conflicts) →
-//! `build` (Pod and Service) → `apply_service` and `apply_pod` (together) → `write_status` →
+//! `build` (Pod and Service) → `apply_service` and `apply_pod` (together) → `write_status`
+//! (a starting Pod's first status waits up to [`status::GRACE`], see [`status::defer`]) →
 //! `publish_events` (in the background, see [`apply::event`]).
 //! It never writes the spec; a pass with nothing to do makes no write at all; it requeues at
 //! the earliest pending override `until`, shortly while waiting for a Pod to go, and after
@@ -230,6 +231,11 @@ pub async fn reconcile(inst: Arc<RedroidInstance>, r: Arc<Reconciler>) -> Result
         pod: &pod,
     };
     let new = status::compute(&inst, &facts, now);
+    if let Some(wait) = status::defer(&inst, &new, &pod, now) {
+        // The Pod is starting: its Running status will be the generation's first write.
+        let outcome = requeue(&inst, &pod, block.as_ref(), now).sooner(Outcome::RequeueAfter(wait));
+        return Ok(ctx.backoff.succeeded(&*inst, outcome));
+    }
     if let Some(stored) = status::write(ctx, &inst, &new).await? {
         remember(&r.written, &inst, stored);
         status::log_transition(&inst, inst.status.as_ref(), &new);

@@ -7,6 +7,16 @@
 //! the operator only clears expired ones (elsewhere). [`write`] makes at most one status
 //! patch, and none when nothing changed, and returns what it stored. [`transitions`] lists the Events a change deserves;
 //! [`log_transition`] logs a phase or Ready-reason change at info.
+//!
+//! [`defer`]: the first status of an instance's generation that only says its Pod was created
+//! and is starting (`Pending`, Ready reason `Pending`, Scheduled `PodCreated`) waits while
+//! that Pod is younger than [`GRACE`]; a Pod that comes up within it costs one status write
+//! (`Running`) instead of two. A status already describing the current generation, any other
+//! phase or reason (a conflict, an unschedulable or failed Pod, a stop) and a Pod older than
+//! the grace are written at once; the caller looks again when the grace ends, so the report
+//! comes even if the Pod never changes.
+
+use std::time::Duration;
 
 use jiff::Timestamp;
 use kit::conditions::{Desired, upsert};
@@ -282,6 +292,41 @@ fn ready_reason(s: Option<&RedroidInstanceStatus>) -> Option<(String, String)> {
     Some((c.reason.clone(), c.status.clone()))
 }
 
+/// How long an instance's first status for a generation may wait for its starting Pod.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+/// How long the write of `new` for `inst` may still wait (see the module docs); `None`: write
+/// now. `pod` is what the Pod step left, `now` the pass's clock.
+pub fn defer(
+    inst: &RedroidInstance,
+    new: &RedroidInstanceStatus,
+    pod: &PodState,
+    now: Timestamp,
+) -> Option<Duration> {
+    let stored = inst.status.as_ref();
+    if stored.is_some_and(|s| s.observed_generation == inst.metadata.generation) {
+        return None;
+    }
+    let starting = new.phase == Some(InstancePhase::Pending)
+        && kit::conditions::get(&new.conditions, "Ready").is_some_and(|c| c.reason == "Pending")
+        && kit::conditions::get(&new.conditions, "Scheduled")
+            .is_some_and(|c| c.status == "True" && c.reason == "PodCreated");
+    if !starting {
+        return None;
+    }
+    let age = match pod {
+        PodState::Created(_) => Duration::ZERO,
+        PodState::Current(p) => {
+            let created = p.metadata.creation_timestamp.as_ref()?.0;
+            let age = now.duration_since(created);
+            // A Pod stamped ahead of this clock counts as just created.
+            Duration::try_from(age).unwrap_or(Duration::ZERO)
+        }
+        _ => return None,
+    };
+    GRACE.checked_sub(age).filter(|left| !left.is_zero())
+}
+
 /// Events for the change from `old` to `new`: (warning, reason, note).
 pub fn transitions(
     old: Option<&RedroidInstanceStatus>,
@@ -347,4 +392,112 @@ pub async fn write(
             name: inst.name_any(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn instance(status: Option<RedroidInstanceStatus>) -> RedroidInstance {
+        let mut i: RedroidInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "redroid.isning.moe/v1alpha1",
+            "kind": "RedroidInstance",
+            "metadata": {"name": "a", "namespace": "n", "generation": 2},
+            "spec": {"index": 0},
+        }))
+        .expect("instance");
+        i.status = status;
+        i
+    }
+
+    fn pod(age: Duration, phase: Option<&str>, now: Timestamp) -> PodState {
+        let mut p = CachedPod::default();
+        p.metadata.name = Some("a-pod-1".into());
+        p.metadata.creation_timestamp = Some(Time(now - age));
+        p.status = phase.map(|ph| super::super::cached_pod::CachedPodStatus {
+            phase: Some(ph.into()),
+            ..Default::default()
+        });
+        PodState::Current(Box::new(p))
+    }
+
+    fn desired(inst: &RedroidInstance, pod: &PodState, now: Timestamp) -> RedroidInstanceStatus {
+        let facts = Facts {
+            want: &Want::Run,
+            block: None,
+            pod,
+        };
+        compute(inst, &facts, now)
+    }
+
+    #[test]
+    fn a_starting_pod_of_a_new_generation_waits_out_the_grace() {
+        let now = Timestamp::now();
+        let inst = instance(None);
+        let created = PodState::Created("a-pod-1".into());
+        assert_eq!(
+            defer(&inst, &desired(&inst, &created, now), &created, now),
+            Some(GRACE)
+        );
+        let young = pod(Duration::from_secs(2), Some("Pending"), now);
+        assert_eq!(
+            defer(&inst, &desired(&inst, &young, now), &young, now),
+            Some(Duration::from_secs(3))
+        );
+        // An older generation's status is stale too: the new generation's start may wait.
+        let stale = instance(Some(RedroidInstanceStatus {
+            observed_generation: Some(1),
+            ..Default::default()
+        }));
+        assert!(defer(&stale, &desired(&stale, &young, now), &young, now).is_some());
+    }
+
+    #[test]
+    fn everything_else_is_written_at_once() {
+        let now = Timestamp::now();
+        let inst = instance(None);
+        // Past the grace.
+        let old = pod(GRACE, Some("Pending"), now);
+        assert_eq!(defer(&inst, &desired(&inst, &old, now), &old, now), None);
+        // Arrived.
+        let running = pod(Duration::from_secs(1), Some("Running"), now);
+        assert_eq!(
+            defer(&inst, &desired(&inst, &running, now), &running, now),
+            None
+        );
+        // Failed.
+        let failed = pod(Duration::from_secs(1), Some("Failed"), now);
+        assert_eq!(
+            defer(&inst, &desired(&inst, &failed, now), &failed, now),
+            None
+        );
+        // Stopped, terminating.
+        let absent = PodState::Absent;
+        let stop = compute(
+            &inst,
+            &Facts {
+                want: &Want::StopSpec,
+                block: None,
+                pod: &absent,
+            },
+            now,
+        );
+        assert_eq!(defer(&inst, &stop, &absent, now), None);
+        let terminating = PodState::Terminating("a-pod-0".into());
+        assert_eq!(
+            defer(&inst, &desired(&inst, &terminating, now), &terminating, now),
+            None
+        );
+        // A status that describes this generation already is kept current.
+        let current = instance(Some(RedroidInstanceStatus {
+            observed_generation: Some(2),
+            ..Default::default()
+        }));
+        let young = pod(Duration::from_secs(1), Some("Pending"), now);
+        assert_eq!(
+            defer(&current, &desired(&current, &young, now), &young, now),
+            None
+        );
+    }
 }
