@@ -282,6 +282,19 @@ pub fn not_upgraded(db: &FdbStatus, version: &str) -> Vec<(String, ProcessAddres
         .collect()
 }
 
+/// Whether pending-upgrade records for `version` are left over (`registered` non-empty while
+/// every process of the database already runs `version`). An instance whose pass read the
+/// status before another instance's kill registers its groups after that kill cleared the
+/// records; nothing would clear them again (upstream keeps such records until the next
+/// upgrade). `update_status` clears them when the cluster reaches reconciliation.
+pub fn leftover_registrations(
+    db: &FdbStatus,
+    version: &str,
+    registered: &BTreeSet<String>,
+) -> bool {
+    !registered.is_empty() && not_upgraded(db, version).is_empty()
+}
+
 /// The processes not yet on `version` split by whether some operator instance registered
 /// their group as a pending upgrade (`registered`): the addresses to kill, and the IDs still
 /// waiting (upstream's `getUpgradeAddressesFromStatus`).

@@ -318,3 +318,18 @@ async fn two_instances_each_register_before_they_wait_so_both_upgrade() {
         ]
     );
 }
+
+#[test]
+fn registrations_are_left_over_only_once_every_process_runs_the_version() {
+    let v = "7.3.63";
+    let late: BTreeSet<String> = ["dc2-log-1".to_owned()].into();
+    let done = versions(&[("dc1-log-1", "log", v), ("dc2-log-1", "log", v)]);
+    assert!(leftover_registrations(&done, v, &late));
+    assert!(!leftover_registrations(&done, v, &BTreeSet::new()));
+    // Another instance's processes still on 7.1: the records are that upgrade's, kept.
+    let midway = versions(&[("dc1-log-1", "log", v), ("dc2-log-1", "log", "7.1.57")]);
+    assert!(!leftover_registrations(&midway, v, &late));
+    // A tester process is never restarted by a kill and does not hold the records.
+    let tester = versions(&[("dc1-log-1", "log", v), ("dc1-test-1", "test", "7.1.57")]);
+    assert!(leftover_registrations(&tester, v, &late));
+}

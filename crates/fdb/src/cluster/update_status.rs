@@ -23,7 +23,10 @@
 //!   ([`under_maintenance`]).
 //! - [`check_reconciliation`] sets the generation markers; when nothing blocks,
 //!   `generations.reconciled` becomes `metadata.generation` and the global lock, if held,
-//!   is released.
+//!   is released. On the pass that reaches reconciliation, a cluster with locks clears the
+//!   pending-upgrade records of its version when every process of the database already runs
+//!   it ([`clear_leftover_upgrades`]): an instance that read the status before another
+//!   instance's upgrade kill registers its groups after that kill cleared the records.
 //! - The Kubernetes conditions `Ready`, `DatabaseAvailable` and `SpecValid` follow
 //!   ([`super::conditions`]).
 //! - The status is written only if it changed; not reconciled ⇒ delayed requeue (10 s).
@@ -658,7 +661,16 @@ impl UpdateStatus {
             .iter()
             .filter(|g| !g.is_marked_for_removal() && g.process_group_conditions.is_empty())
             .count() as i64;
+        let was_reconciled = cluster
+            .status
+            .as_ref()
+            .is_some_and(|s| s.generations.reconciled == cluster.metadata.generation.unwrap_or(0));
         let reconciled = check_reconciliation(&cluster, &mut status);
+        if reconciled && !was_reconciled && cluster.should_use_locks() {
+            if let Some(db) = &db {
+                clear_leftover_upgrades(pass, db).await?;
+            }
+        }
         super::conditions::apply(&cluster, &mut status, None, now);
         *pass.status() = status;
         pass.write_status().await?;
@@ -674,6 +686,21 @@ impl UpdateStatus {
             Flow::delay(Duration::from_secs(10))
         })
     }
+}
+
+/// On reaching reconciliation with locks: clears the pending-upgrade records of the cluster's
+/// version left over after an upgrade every process of the database has finished
+/// ([`super::bounce_processes::leftover_registrations`]); before the status is written, so a
+/// failed clear is retried by the next pass.
+async fn clear_leftover_upgrades(pass: &mut Pass, db: &FdbStatus) -> Result<(), UpdateStatusError> {
+    let version = pass.cluster.spec.version.clone();
+    let lock = pass.lock();
+    let registered = lock.get_pending_upgrades(&version).await?;
+    if super::bounce_processes::leftover_registrations(db, &version, &registered) {
+        tracing::info!(cluster = %pass.name(), %version, groups = ?registered, "clearing pending-upgrade records left over after the upgrade");
+        lock.clear_pending_upgrades().await?;
+    }
+    Ok(())
 }
 
 impl Step<Pass> for UpdateStatus {
