@@ -666,10 +666,12 @@ impl UpdateStatus {
             .as_ref()
             .is_some_and(|s| s.generations.reconciled == cluster.metadata.generation.unwrap_or(0));
         let reconciled = check_reconciliation(&cluster, &mut status);
-        if reconciled && !was_reconciled && cluster.should_use_locks() {
-            if let Some(db) = &db {
-                clear_leftover_upgrades(pass, db).await?;
-            }
+        if let Some(db) = &db
+            && reconciled
+            && !was_reconciled
+            && cluster.should_use_locks()
+        {
+            clear_leftover_upgrades(pass, db).await?;
         }
         super::conditions::apply(&cluster, &mut status, None, now);
         *pass.status() = status;
