@@ -15,12 +15,18 @@
 //!   and the cache lacks: a pod created and deleted during a watch gap is no longer waited for).
 //!   It also remembers deletions sent and not yet shown, so a pass on a lagging cache does not
 //!   send them again ([`Expectations::delete_once`]).
+//!   A pass of a set with a create younger than [`CREATE_WAIT`] still unseen does not run
+//!   ([`Expectations::awaiting`]): the pod's watch event starts the next pass, which then sees
+//!   it, instead of a pass on the lagging cache creating it again (an AlreadyExists and a GET
+//!   per pod). An older unseen create (a pod created and deleted in a watch gap) no longer
+//!   holds the set back.
 //! - [`HibernateTags`]: `<vm>:hibernate` confirmed present for a pod (uid) at a set generation,
 //!   so a suspended set's verification probes each VM once per round, not once per pass.
 //!   Forgotten whenever this operator deletes the tag.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kit::index::{Indexed, IndexedWriter};
@@ -33,6 +39,8 @@ use crate::names;
 pub type SetKey = (String, String);
 /// `(namespace, pod name)`.
 pub type PodKey = (String, String);
+/// How long a set's passes wait for the cache to show a pod they created.
+pub const CREATE_WAIT: Duration = Duration::from_secs(10);
 /// Set pods by set.
 pub type SetPods = Indexed<Pod, SetKey>;
 /// CocoonHibernations by the pod they name.
@@ -79,12 +87,12 @@ fn controller_uid(pod: &Pod) -> Option<&str> {
 /// sent but is not in the cache yet (see the module contract).
 #[derive(Default)]
 pub struct Expectations(
-    Mutex<HashMap<String, HashSet<String>>>,
+    Mutex<HashMap<String, HashMap<String, Instant>>>,
     Mutex<HashSet<String>>,
 );
 
 impl Expectations {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, Instant>>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -104,7 +112,7 @@ impl Expectations {
             self.map()
                 .entry(set_uid.to_owned())
                 .or_default()
-                .insert(uid);
+                .insert(uid, Instant::now());
         }
     }
 
@@ -152,16 +160,40 @@ impl Expectations {
         left
     }
 
+    /// How long a pass of `set_uid` should still wait for the cache to show a pod it created
+    /// less than [`CREATE_WAIT`] ago (after crossing off those in `cached`); `None`: run.
+    pub fn awaiting<'p>(
+        &self,
+        set_uid: &str,
+        cached: impl IntoIterator<Item = &'p Pod>,
+    ) -> Option<Duration> {
+        let mut map = self.map();
+        let pending = map.get_mut(set_uid)?;
+        for uid in cached.into_iter().filter_map(|p| p.uid()) {
+            pending.remove(&uid);
+        }
+        let Some(newest) = pending.values().max().map(Instant::elapsed) else {
+            map.remove(set_uid);
+            return None;
+        };
+        CREATE_WAIT.checked_sub(newest).filter(|d| !d.is_zero())
+    }
+
     /// After a live list of the set's pods: expect only those the list has and `cached`
     /// lacks.
     pub fn reset_from_list(&self, set_uid: &str, listed: &[Pod], cached: &[Arc<Pod>]) {
         let seen: HashSet<String> = cached.iter().filter_map(|p| p.uid()).collect();
-        let missing: HashSet<String> = listed
+        let mut map = self.map();
+        let created = map.remove(set_uid).unwrap_or_default();
+        let missing: HashMap<String, Instant> = listed
             .iter()
             .filter_map(|p| p.uid())
             .filter(|u| !seen.contains(u))
+            .map(|u| {
+                let at = created.get(&u).copied().unwrap_or_else(Instant::now);
+                (u, at)
+            })
             .collect();
-        let mut map = self.map();
         if missing.is_empty() {
             map.remove(set_uid);
         } else {
@@ -229,6 +261,27 @@ mod tests {
             "b in the cache (its event came before the create returned)"
         );
         assert!(!e.pending("other", &[]));
+    }
+
+    #[test]
+    fn a_pass_waits_only_for_a_recent_unseen_create() {
+        let e = Expectations::default();
+        assert_eq!(e.awaiting("set", []), None);
+        e.created("set", &pod("a", "set"));
+        let wait = e.awaiting("set", []).expect("a is not in the cache yet");
+        assert!(wait <= CREATE_WAIT && wait > CREATE_WAIT / 2, "{wait:?}");
+        assert_eq!(e.awaiting("set", &[pod("a", "set")]), None);
+        // A create the cache never showed stops holding the set back after CREATE_WAIT.
+        e.created("set", &pod("b", "set"));
+        e.map()
+            .get_mut("set")
+            .unwrap()
+            .insert("b".into(), Instant::now() - CREATE_WAIT);
+        assert_eq!(e.awaiting("set", []), None);
+        assert!(
+            e.pending("set", &[]),
+            "a deleted set still asks the API server"
+        );
     }
 
     #[test]

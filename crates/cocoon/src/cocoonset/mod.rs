@@ -206,7 +206,14 @@ pub async fn reconcile(set: Arc<CocoonSet>, r: Arc<Reconciler>) -> Result<Action
         add_finalizer(ctx, &set).await?;
         return Ok(Action::requeue(AGAIN));
     }
-    let pods = classify(&set, cached_pods(&r.pods, &set));
+    let cached = cached_pods(&r.pods, &set);
+    let uid = set.metadata.uid.as_deref().unwrap_or_default();
+    if let Some(wait) = ctx.expectations.awaiting(uid, &cached) {
+        // The pod's watch event starts the next pass; the requeue is the backstop.
+        tracing::debug!(cocoonset = %set.name_any(), ?wait, "waiting for the cache to show this set's new pods");
+        return Ok(Action::requeue(wait));
+    }
+    let pods = classify(&set, cached);
     let mut pass = Pass::new(ctx, set.clone(), pods, r.crs.clone());
     let outcome = steps(&mut pass).await;
     // The generation stamps no other patch of this pass carried.
