@@ -142,22 +142,29 @@ impl Expectations {
         }
     }
 
-    /// Whether a pod of `set_uid` is still expected, after crossing off those in `cached`.
-    pub fn pending(&self, set_uid: &str, cached: &[Arc<Pod>]) -> bool {
+    /// Crosses off the pods of `set_uid` in `cached`; when the cache shows every pod, forgets
+    /// the set. The newest creation still unseen, if any.
+    fn newest_unseen<'p>(
+        &self,
+        set_uid: &str,
+        cached: impl IntoIterator<Item = &'p Pod>,
+    ) -> Option<Instant> {
         let mut map = self.map();
-        let Some(pending) = map.get_mut(set_uid) else {
-            return false;
-        };
-        for pod in cached {
-            if let Some(uid) = pod.uid() {
-                pending.remove(&uid);
-            }
+        let pending = map.get_mut(set_uid)?;
+        for uid in cached.into_iter().filter_map(|p| p.uid()) {
+            pending.remove(&uid);
         }
-        let left = !pending.is_empty();
-        if !left {
+        let newest = pending.values().max().copied();
+        if newest.is_none() {
             map.remove(set_uid);
         }
-        left
+        newest
+    }
+
+    /// Whether a pod of `set_uid` is still expected, after crossing off those in `cached`.
+    pub fn pending(&self, set_uid: &str, cached: &[Arc<Pod>]) -> bool {
+        self.newest_unseen(set_uid, cached.iter().map(|p| &**p))
+            .is_some()
     }
 
     /// How long a pass of `set_uid` should still wait for the cache to show a pod it created
@@ -167,16 +174,10 @@ impl Expectations {
         set_uid: &str,
         cached: impl IntoIterator<Item = &'p Pod>,
     ) -> Option<Duration> {
-        let mut map = self.map();
-        let pending = map.get_mut(set_uid)?;
-        for uid in cached.into_iter().filter_map(|p| p.uid()) {
-            pending.remove(&uid);
-        }
-        let Some(newest) = pending.values().max().map(Instant::elapsed) else {
-            map.remove(set_uid);
-            return None;
-        };
-        CREATE_WAIT.checked_sub(newest).filter(|d| !d.is_zero())
+        let newest = self.newest_unseen(set_uid, cached)?;
+        CREATE_WAIT
+            .checked_sub(newest.elapsed())
+            .filter(|d| !d.is_zero())
     }
 
     /// After a live list of the set's pods: expect only those the list has and `cached`
