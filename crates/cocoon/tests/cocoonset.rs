@@ -4,7 +4,9 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use cocoon::cocoonset::progress;
 use cocoon::crd::{CocoonSet, CocoonSetPhase};
 use cocoon::names;
 use cocoon::pods::state;
@@ -59,14 +61,30 @@ async fn wait_set(
     what: &str,
     cond: impl Fn(&CocoonSet) -> bool + Clone + Send + 'static,
 ) -> CocoonSet {
-    testenv::wait_for(&env.api::<CocoonSet>(), name, T, cond)
+    wait_set_within(env, name, what, T, cond).await
+}
+
+async fn wait_set_within(
+    env: &Env,
+    name: &str,
+    what: &str,
+    within: Duration,
+    cond: impl Fn(&CocoonSet) -> bool + Clone + Send + 'static,
+) -> CocoonSet {
+    testenv::wait_for(&env.api::<CocoonSet>(), name, within, cond)
         .await
         .unwrap_or_else(|e| panic!("CocoonSet {name}: {what}: {e:#}"))
 }
 
-/// Waits until set `name` is in `want` for its current generation.
+/// Waits until set `name` is in `want` for its current generation. An in-between phase is
+/// reported only once the move has taken `progress::GRACE`, so its wait is that much longer.
 async fn wait_phase(env: &Env, name: &str, want: CocoonSetPhase) -> CocoonSet {
-    wait_set(env, name, want.as_str(), move |s| {
+    let within = if progress::transitional(want) {
+        T + progress::GRACE
+    } else {
+        T
+    };
+    wait_set_within(env, name, want.as_str(), within, move |s| {
         phase(s) == Some(want)
             && s.status.as_ref().and_then(|st| st.observed_generation) == s.metadata.generation
     })

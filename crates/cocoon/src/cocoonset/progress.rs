@@ -27,8 +27,10 @@ use std::time::{Duration, Instant};
 
 use crate::crd::CocoonSetPhase;
 
-/// How long a transition may go unreported.
-pub const GRACE: Duration = Duration::from_secs(10);
+/// How long a transition may go unreported. Long enough that a set created or changed among
+/// hundreds (the API server's write rate spreads their pods over tens of seconds) still has
+/// its status written once; short enough that a stuck one shows its phase within half a minute.
+pub const GRACE: Duration = Duration::from_secs(30);
 /// How long a reported transition waits before reporting its progress again.
 pub const REFRESH: Duration = Duration::from_secs(30);
 /// How long arriving at `Running` may wait for vk-cocoon to report the VMs.
@@ -174,14 +176,14 @@ mod tests {
         };
         // (phase, noted, live, generation, clock) → waits
         let cases = [
-            (Pending, false, live(None, None), 1, young(s(1)), Some(s(9))),
+            (Pending, false, live(None, None), 1, young(s(1)), Some(s(29))),
             (
                 Scaling,
                 false,
                 live(Some(1), Some(Running)),
                 2,
                 young(s(3)),
-                Some(s(7)),
+                Some(s(27)),
             ),
             (
                 Suspending,
@@ -189,9 +191,9 @@ mod tests {
                 live(Some(2), None),
                 3,
                 young(s(0)),
-                Some(s(10)),
+                Some(s(30)),
             ),
-            (Pending, false, live(None, None), 1, young(s(10)), None),
+            (Pending, false, live(None, None), 1, young(s(30)), None),
             (Pending, true, live(None, None), 1, young(s(1)), None),
             (
                 Scaling,
