@@ -176,7 +176,14 @@ mod tests {
         };
         // (phase, noted, live, generation, clock) → waits
         let cases = [
-            (Pending, false, live(None, None), 1, young(s(1)), Some(s(29))),
+            (
+                Pending,
+                false,
+                live(None, None),
+                1,
+                young(s(1)),
+                Some(s(29)),
+            ),
             (
                 Scaling,
                 false,
