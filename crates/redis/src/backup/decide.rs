@@ -14,9 +14,13 @@
 //!
 //! Contract of [`follow`] (one `GET /v1/backup/<id>` answer): `Completed`/`Failed` end the
 //! backup; `Running` and no answer are asked again ([`poll_interval`]) until the deadline,
-//! then the backup fails saying so; a 404 (the instance forgot it: it restarted) starts it
-//! again on the same pod if that pod still qualifies, else fails. The target pod being gone
-//! fails it at once: the backup ran in that pod's memory.
+//! then the backup fails saying so; a 404 (the instance does not have it: it restarted, or
+//! the start request never reached it) starts it again on the same pod if that pod still
+//! qualifies, else puts the backup back to `Pending` ([`Next::Reselect`]), so whichever
+//! instance qualifies takes it before `creationTimestamp + timeout`: nothing runs it, so
+//! nothing is lost by choosing again, and a pod that qualifies a moment later (an instance
+//! status read that timed out, a replica link coming back) is no reason to fail. The
+//! target pod being gone fails it at once: the backup ran in that pod's memory.
 
 use std::time::Duration;
 
@@ -161,6 +165,9 @@ pub enum Next {
     Again(Duration),
     /// Start it again on the same pod (it forgot it).
     Restart,
+    /// No instance runs it and the target pod does not qualify now: back to `Pending`
+    /// (why), to be taken by whichever instance qualifies.
+    Reselect(String),
 }
 
 /// How long to wait before asking again, `elapsed` after the start: every second at first,
@@ -205,9 +212,9 @@ pub fn follow(
             human(timeout)
         )),
         Poll::Unknown if restartable => Next::Restart,
-        Poll::Unknown => Next::Fail(
-            "the target instance no longer knows the backup (it restarted) and no longer \
-             qualifies to take it"
+        Poll::Unknown => Next::Reselect(
+            "the target instance does not know the backup (it restarted, or the start never \
+             reached it) and does not qualify to take it now"
                 .into(),
         ),
         Poll::Answer(_) | Poll::NoAnswer(_) => again(),
@@ -381,7 +388,11 @@ mod tests {
             Next::Fail(_)
         ));
         assert_eq!(f(Poll::Unknown, 30, true), Next::Restart);
-        assert!(matches!(f(Poll::Unknown, 30, false), Next::Fail(m) if m.contains("restarted")));
+        assert!(
+            matches!(f(Poll::Unknown, 30, false), Next::Reselect(m) if m.contains("restarted"))
+        );
+        // Past the deadline a forgotten backup fails like any other.
+        assert!(matches!(f(Poll::Unknown, 3600, false), Next::Fail(m) if m.contains("1h")));
         assert!(matches!(f(Poll::PodGone, 30, true), Next::Fail(m) if m.contains("deleted")));
     }
 

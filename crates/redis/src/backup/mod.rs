@@ -453,6 +453,16 @@ async fn act(
             apply::event(&ctx.shared.recorder, &b, false, "BackupCompleted", note).await;
             Ok((Outcome::Done, b))
         }
+        Next::Reselect(why) => {
+            let pending = crate::crd::RedisBackupStatus {
+                target_pod: String::new(),
+                ..status::pending(&s)
+            };
+            let b = write(ctx, b, pending).await?;
+            let note = format!("{}: {why}; choosing an instance again", s.target_pod);
+            apply::event(&ctx.shared.recorder, &b, true, "BackupPending", note).await;
+            Ok((Outcome::RequeueAfter(Duration::from_secs(1)), b))
+        }
         Next::Restart => {
             let pod = obs.pod(&s.target_pod).and_then(observe::ip_of);
             let note = format!(
