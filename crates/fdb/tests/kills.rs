@@ -1,9 +1,11 @@
 //! The operator killed at random points of a scale-down: the cluster controller (under its
-//! RBAC, in process, on the fake database) is stopped and a new one started, with nothing kept
-//! in memory, every 0.2–2.5 s (from a seeded generator) while two storage process groups are
-//! excluded and removed, then left alone to converge. A cancelled pass stops at whatever
-//! `await` it was at: between an exclusion and its status write, between two pod deletions,
-//! between a deletion and the include.
+//! RBAC, in process, on the fake database) is aborted (no graceful drain: its pass stops
+//! where it is) and a new one started, with nothing kept in memory, every 0.2–2.5 s (from a
+//! seeded generator; longer while the operator made no write since the last kill) while two
+//! storage process groups are excluded and removed, then left alone to converge. A killed
+//! pass stops at whatever `await` it was at: between an exclusion and its status write,
+//! between two pod deletions, between a deletion and the include. Kills go on past 25 s until
+//! two landed while a removal was under way (at most 180 s).
 //!
 //! Shown, per seed: no pod went while its process still held data (the harness records any),
 //! the cluster converges with three storage groups, whose pods are the ones left, and the
@@ -33,8 +35,14 @@ async fn scale_down_under_kills(seed: u64) {
     let mut rng = fastrand::Rng::with_seed(seed);
     let started = Instant::now();
     let (mut kills, mut during_removal) = (0, 0);
-    while started.elapsed() < Duration::from_secs(25) {
-        let pause = Duration::from_millis(rng.u64(200..2500));
+    // A kill drops the operator wherever it is, so kills closer together than one pass would
+    // starve it: while a kill finds the cluster unchanged since the last one, the longest
+    // pause doubles (up to 16 s), and it falls back to 2.5 s once the operator wrote again.
+    let (mut longest, mut last_version) = (2500, String::new());
+    while started.elapsed() < Duration::from_secs(25)
+        || (during_removal < 2 && started.elapsed() < Duration::from_secs(180))
+    {
+        let pause = Duration::from_millis(rng.u64(200..longest));
         // The pause between kills is the chaos schedule itself, not a synchronisation.
         tokio::time::sleep(pause).await;
         let c = h.clusters().get(name).await.expect("cluster");
@@ -44,6 +52,13 @@ async fn scale_down_under_kills(seed: u64) {
         h.restart_operator();
         kills += 1;
         during_removal += usize::from(removing);
+        let version = c.metadata.resource_version.clone().unwrap_or_default();
+        longest = if version == last_version {
+            (longest * 2).min(16_000)
+        } else {
+            2500
+        };
+        last_version = version;
     }
     assert!(
         during_removal > 0,

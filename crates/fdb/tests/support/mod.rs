@@ -27,8 +27,9 @@ pub struct Harness {
     pub ns: TestNamespace,
     pub clients: FakeClients,
     pub token: CancellationToken,
-    /// The running operator's own token (a child of `token`) and its thresholds.
-    operator_run: Mutex<(CancellationToken, Options)>,
+    /// The running operator's own token (a child of `token`), its thresholds, and its task
+    /// (aborted by [`Harness::restart_operator`]).
+    operator_run: Mutex<(CancellationToken, Options, Option<tokio::task::AbortHandle>)>,
     pub violations: Arc<Mutex<Vec<String>>>,
     /// When set, the operator runs the real CLI admin client against the `fdb-sim` server.
     pub sim: Option<CliSim>,
@@ -125,7 +126,8 @@ impl Harness {
             metrics_addr: ([127, 0, 0, 1], 0).into(),
             probe_addr: ([127, 0, 0, 1], 0).into(),
         };
-        tokio::spawn(fdb::cluster::run(ctx, rc, Some(self.ns.name.clone())));
+        let task = tokio::spawn(fdb::cluster::run(ctx, rc, Some(self.ns.name.clone())));
+        run.2 = Some(task.abort_handle());
     }
 
     /// Also runs the backup and restore controllers (with `options`), as the operator's
@@ -148,10 +150,20 @@ impl Harness {
         tokio::spawn(fdb::restore::run(ctx, rc, ns, 1));
     }
 
-    /// Stops the operator and starts a new one on the same databases: nothing survives in
-    /// memory, as when the operator's pod is restarted.
+    /// Kills the operator and starts a new one on the same databases: nothing survives in
+    /// memory, as when the operator's pod is SIGKILLed and restarted. The old operator's task
+    /// is aborted, so its pass stops at whatever `await` it was at (a request already sent may
+    /// still land, as after a real kill); it is not shut down gracefully, which would let its
+    /// running pass finish beside the new operator, two instances at once on one cluster,
+    /// which leader election never allows.
     pub fn restart_operator(&self) {
-        let old = self.operator_run.lock().unwrap().0.clone();
+        let (old, task) = {
+            let mut run = self.operator_run.lock().unwrap();
+            (run.0.clone(), run.2.take())
+        };
+        if let Some(task) = task {
+            task.abort();
+        }
         old.cancel();
         self.spawn_operator();
     }
@@ -185,7 +197,7 @@ impl Harness {
             ns,
             clients: FakeClients::default(),
             token: CancellationToken::new(),
-            operator_run: Mutex::new((CancellationToken::new(), Options::default())),
+            operator_run: Mutex::new((CancellationToken::new(), Options::default(), None)),
             violations: Arc::new(Mutex::new(Vec::new())),
             sim: None,
             _rbac: rbac,
